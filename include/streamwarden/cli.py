@@ -1,0 +1,103 @@
+"""The ``streamwarden`` command: the same functions the DAGs call, for people and scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from streamwarden.failures import EXIT_CODES, FailureClass
+from streamwarden.settings import Settings, SettingsError, load_settings
+
+Command = Callable[[Settings, argparse.Namespace], int]
+
+
+def _broker(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.broker import LocalBroker
+
+    broker = LocalBroker(port=args.port).start()
+    print(f"Kafka-protocol broker (Tansu, memory storage) on {broker.bootstrap_servers}; Ctrl-C stops it",
+          flush=True)
+    try:
+        assert broker.process is not None
+        return broker.process.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.stop()
+
+
+def _produce(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.producer import options_from_args, run_producer
+
+    report = run_producer(settings, options_from_args(args), progress=lambda line: print(line, flush=True))
+    print(json.dumps(report.to_json(), sort_keys=True), flush=True)
+    return 0
+
+
+def _stream(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.job import run_stream
+
+    return run_stream(settings)
+
+
+def _stop(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.control import request_stop
+
+    return request_stop(settings, wait=args.wait)
+
+
+def _status(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.status import read_status
+
+    print(json.dumps(read_status(settings).to_json(), indent=2, sort_keys=True, default=str))
+    return 0
+
+
+def _up(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.platform import run_platform
+
+    return run_platform(settings, args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from streamwarden import platform, producer
+
+    parser = argparse.ArgumentParser(
+        prog="streamwarden",
+        description="Kafka -> Spark Structured Streaming -> exactly-once Parquet, kept alive by Airflow. "
+        "Settings come from STREAMWARDEN_* environment variables (and STREAMWARDEN_CONFIG_FILE).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    broker = sub.add_parser("broker", help="run a local Kafka-protocol broker (Tansu) until Ctrl-C")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.set_defaults(func=_broker)
+    produce = sub.add_parser("produce", help="simulate collection points publishing snapshot/update sessions")
+    producer.add_arguments(produce)
+    produce.set_defaults(func=_produce)
+    sub.add_parser("stream", help="run the streaming job in the foreground").set_defaults(func=_stream)
+    stop = sub.add_parser("stop", help="drain and stop the running stream (graceful)")
+    stop.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                      help="wait up to SECONDS for the stream to exit (default: do not wait)")
+    stop.set_defaults(func=_stop)
+    sub.add_parser("status", help="print the stream's health as JSON").set_defaults(func=_status)
+    up = sub.add_parser("up", help="run the whole local platform (broker, producer, Airflow, stream)")
+    platform.add_arguments(up)
+    up.set_defaults(func=_up)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"streamwarden: {exc}", file=sys.stderr)
+        return EXIT_CODES[FailureClass.CONFIG]
+    command: Command = args.func
+    return command(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The one typed settings object: environment (``STREAMWARDEN_*``) over an optional YAML file over defaults.
+
+The environment names are a public contract used by compose files and operators. Invalid settings stop
+the program at start with one message naming the setting and the allowed values (:class:`SettingsError`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+ENV_PREFIX = "STREAMWARDEN_"
+CONFIG_FILE_ENV = "STREAMWARDEN_CONFIG_FILE"
+PARTITION_COLUMNS = ("topic", "date", "hour")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
+                 "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*|yarn|k8s://\S+)$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class SettingsError(ValueError):
+    """Invalid settings; the message names each bad setting by its environment variable."""
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``5``, ``"5"``, ``"500ms"``, ``"10 seconds"``, ``"2m"``."""
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"expected a duration such as '10s', '500ms' or '2m', got {value!r}")
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    if seconds <= 0:
+        raise ValueError("must be greater than zero")
+    return seconds
+
+
+def validate_topic_name(name: str) -> str:
+    """A legal Kafka topic name, or ``ValueError`` saying why not."""
+    if not _TOPIC.match(name) or name in {".", ".."}:
+        raise ValueError(f"{name!r} is not a valid Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
+    return name
+
+
+class Settings(BaseSettings):
+    """Everything the stream, the CLI and the DAGs need to agree on."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    home: Path = Field(Path(".streamwarden"), description="Base folder for the local defaults of the roots.")
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,...].")
+    kafka_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra librdkafka client settings (security.protocol, sasl.*, ssl.*), JSON in the env.",
+    )
+    topic_pattern: str = Field("sites-.*", description="Regex of the topics to read (full match).")
+    output_root: Path | None = Field(None, description="Where Parquet tables land (default <home>/output).")
+    checkpoint_root: Path | None = Field(None, description="Spark checkpoints and the lease (<home>/checkpoint).")
+    state_root: Path | None = Field(None, description="Local state-store scratch space (<home>/state).")
+    run_root: Path | None = Field(
+        None, description="Heartbeat, stop marker, failure documents, logs (<home>/run)."
+    )
+    trigger_interval: float = Field(5.0, description="Micro-batch trigger interval, e.g. '5s', '500ms'.")
+    max_offsets_per_trigger: int | None = Field(
+        None, gt=0, description="Cap on records per micro-batch, spread fairly over partitions."
+    )
+    integrity_tier: Literal["none", "fuzzy", "strict"] = Field("strict", description="How hard to check input.")
+    spark_master: str = Field("local[2]", description="local[N], spark://host:port, yarn or k8s://...")
+    starting_offsets: str = Field(
+        "earliest", description="earliest | latest | JSON {topic: {partition: offset}} (new checkpoints only)."
+    )
+    fail_on_data_loss: bool = Field(True, description="Fail with DATA_LOSS when offsets expired.")
+    source_impl: Literal["python", "jvm"] = Field(
+        "python", description="python: the bundled Python data source; jvm: Spark's spark-sql-kafka connector."
+    )
+    high_watermark_source: Literal["fetch", "list_offsets"] = Field(
+        "fetch",
+        description="fetch: read the high watermark from a fetch response (right on every broker); "
+        "list_offsets: trust ListOffsets(latest) (cheaper, Apache Kafka only).",
+    )
+    output_compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
+    output_partition_by: tuple[str, ...] = Field(
+        PARTITION_COLUMNS, description="Folder partitioning of the output: any of topic, date, hour."
+    )
+    query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    shuffle_partitions: int = Field(4, gt=0)
+    spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (JSON in the env).")
+    read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    @field_validator("trigger_interval", "read_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return value
+
+    @field_validator("spark_master")
+    @classmethod
+    def _master(cls, value: str) -> str:
+        if not _MASTER.match(value):
+            raise ValueError("allowed: local, local[N], local[*], spark://host:port, yarn, k8s://...")
+        return value
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _starting(cls, value: str) -> str:
+        if value in {"earliest", "latest"}:
+            return value
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError("allowed: earliest, latest, or JSON {topic: {partition: offset}}") from exc
+        if not isinstance(parsed, dict) or not all(
+            isinstance(parts, dict) and all(isinstance(o, int) for o in parts.values())
+            for parts in parsed.values()
+        ):
+            raise ValueError("JSON must map topic -> {partition: offset}")
+        for topic in parsed:
+            validate_topic_name(topic)
+        return value
+
+    @field_validator("output_partition_by", mode="before")
+    @classmethod
+    def _partition_by(cls, value: Any) -> tuple[str, ...]:
+        items = tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(value, str) else tuple(value)
+        unknown = [v for v in items if v not in PARTITION_COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown column(s) {unknown}; allowed: {', '.join(PARTITION_COLUMNS)}")
+        return items
+
+    @model_validator(mode="after")
+    def _roots(self) -> Settings:
+        home = self.home.expanduser().absolute()
+        for name in ("output_root", "checkpoint_root", "state_root", "run_root"):
+            value = getattr(self, name)
+            resolved = (home / name.removesuffix("_root")) if value is None else Path(value).expanduser()
+            object.__setattr__(self, name, resolved.absolute())
+        object.__setattr__(self, "home", home)
+        return self
+
+    # Derived locations (one place decides every path the job, the CLI and the warden use).
+    def root(self, name: Literal["output", "checkpoint", "state", "run"]) -> Path:
+        """A configured root; always set after validation."""
+        value = getattr(self, f"{name}_root")
+        assert isinstance(value, Path)
+        return value
+
+    @cached_property
+    def checkpoint_location(self) -> Path:
+        """The Spark checkpoint folder of the query."""
+        return self.root("checkpoint") / self.query_name
+
+    @cached_property
+    def lease_path(self) -> Path:
+        """The single-instance lease on the checkpoint."""
+        return self.root("checkpoint") / f"{self.query_name}.lease"
+
+    @cached_property
+    def heartbeat_path(self) -> Path:
+        return self.root("run") / "heartbeat.json"
+
+    @cached_property
+    def stop_marker_path(self) -> Path:
+        return self.root("run") / "stop"
+
+    @cached_property
+    def failure_path(self) -> Path:
+        return self.root("run") / "last_failure.json"
+
+    def kafka_client_config(self) -> dict[str, str]:
+        """librdkafka settings shared by every client (bootstrap plus security passthrough)."""
+        return {**self.kafka_config, "bootstrap.servers": self.bootstrap_servers}
+
+    def to_env(self) -> dict[str, str]:
+        """The settings as ``STREAMWARDEN_*`` variables, for child processes."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, dict):
+                text = json.dumps(value, sort_keys=True)
+            elif isinstance(value, tuple):
+                text = ",".join(value)
+            elif isinstance(value, bool):
+                text = "true" if value else "false"
+            else:
+                text = str(value)
+            env[f"{ENV_PREFIX}{name.upper()}"] = text
+        return env
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment (and YAML), raising :class:`SettingsError` on invalid input."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per bad setting, named as the user sets it (the environment variable)."""
+    lines = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        given = error.get("input")
+        shown = "" if isinstance(given, dict) else f"={given!r}"
+        lines.append(f"invalid setting {ENV_PREFIX}{name.upper()}{shown}: {error['msg']}")
+    return "\n".join(lines)
