@@ -1,0 +1,49 @@
+"""The one place a SparkSession is configured for Streamwarden."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from streamwarden.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def spark_conf(settings: Settings) -> dict[str, str]:
+    """Spark configuration for the stream; ``settings.spark_conf`` overrides any of it."""
+    conf = {
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.default.parallelism": str(settings.shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
+        "spark.sql.streaming.stateStore.encodingFormat": "avro",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.local.dir": str(settings.root("state") / "spark-local"),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.streaming.metricsEnabled": "true",
+    }
+    conf.update(settings.spark_conf)
+    return conf
+
+
+def build_spark_session(settings: Settings, app_name: str = "streamwarden") -> SparkSession:
+    """Get or create the session; Python workers run on this interpreter (see NOTES: PYSPARK_PYTHON)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(settings.spark_master)
+    for key, value in spark_conf(settings).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

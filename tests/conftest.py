@@ -1,0 +1,82 @@
+"""Shared real fixtures: a Kafka-protocol broker, a local Spark session, a migrated Airflow home.
+
+Airflow reads its configuration at import time, so the Airflow environment is set here, before any
+test module can import it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="sw-airflow-"))
+os.environ.update({
+    "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+})
+for _name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
+    del os.environ[_name]  # tests build their own settings; a developer's shell must not leak in
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamwarden.broker import LocalBroker
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    """A real Kafka-protocol broker (Tansu, memory storage) on a free loopback port."""
+    from streamwarden.broker import LocalBroker
+
+    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with LocalBroker(log_path=log) as running:
+        yield running
+
+
+@pytest.fixture()
+def topic_factory(broker: LocalBroker) -> Callable[..., list[str]]:
+    """Create uniquely named topics for one test: ``topic_factory(count, partitions=4, prefix=None)``."""
+    from streamwarden.kafka_admin import create_topics
+
+    def create(count: int = 1, partitions: int = 4, prefix: str | None = None) -> list[str]:
+        base = prefix or f"t{uuid.uuid4().hex[:8]}"
+        names = [f"{base}-s{i}" for i in range(count)]
+        create_topics({"bootstrap.servers": broker.bootstrap_servers}, names, partitions)
+        return names
+
+    return create
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A local[2] Spark session: small shuffle, no UI, workers on this venv's Python."""
+    from streamwarden.spark_session import build_spark_session
+    from streamwarden.settings import load_settings
+
+    session = build_spark_session(load_settings(spark_master="local[2]", shuffle_partitions=2),
+                                  app_name="streamwarden-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated SQLite Airflow metadata DB under a temp ``AIRFLOW_HOME`` (for ``dag.test()``)."""
+    from airflow.utils import db
+
+    db.initdb()
+    return _AIRFLOW_HOME
