@@ -19,7 +19,7 @@ from streamwarden.lease import CheckpointLease, LeaseHeldError
 from streamwarden.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger("streamwarden.job")
 
@@ -73,7 +73,7 @@ def _run(settings: Settings) -> int:
                 settings.stop_marker_path.unlink(missing_ok=True)
                 log.info("drained and stopped")
                 return 0
-            query.awaitTermination(1.0)
+            query.awaitTermination(1)
         error = query.exception()
         if error is not None:
             raise error

@@ -12,11 +12,13 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
-from streamwarden.failures import EnvironmentFailure
+from streamwarden.failures import ConfigError, EnvironmentFailure
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -30,12 +32,23 @@ class TopicPartitionId:
 
 
 def admin_client(config: dict[str, str]) -> AdminClient:
-    return AdminClient(dict(config))
+    try:
+        return AdminClient(dict(config))
+    except KafkaException as exc:
+        raise ConfigError(f"invalid Kafka client settings: {exc}") from exc
+
+
+def make_consumer(config: dict[str, Any]) -> Consumer:
+    """A consumer; an invalid client setting is a CONFIG failure naming the property."""
+    try:
+        return Consumer(config)
+    except KafkaException as exc:
+        raise ConfigError(f"invalid Kafka client settings: {exc}") from exc
 
 
 def metadata_consumer(config: dict[str, str]) -> Consumer:
     """A consumer used only for metadata and watermarks (never commits)."""
-    return Consumer({
+    return make_consumer({
         **config,
         "group.id": f"streamwarden-meta-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
@@ -52,7 +65,7 @@ def list_partitions(consumer: Consumer, pattern: str, timeout: float = 10.0) -> 
         metadata = consumer.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise EnvironmentFailure(f"cannot list topics: {exc}") from exc
-    found = []
+    found: list[TopicPartitionId] = []
     for name, topic in metadata.topics.items():
         if name.startswith("__") or not regex.fullmatch(name) or topic.error is not None:
             continue
@@ -94,7 +107,7 @@ def fetch_high_watermarks(
     try:
         while pending and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=len(pending) * 64, timeout=0.2):
-                tp = TopicPartitionId(message.topic(), message.partition())
+                tp = TopicPartitionId(str(message.topic()), int(message.partition() or 0))
                 error = message.error()
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     raise EnvironmentFailure(f"fetch failed on {tp.topic}[{tp.partition}]: {error}",

@@ -15,7 +15,7 @@ from streamwarden.source.kafka_source import SOURCE_NAME, KafkaDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 RECORDS_TABLE = "records"
 PARTITION_COLUMN_NAMES = {"topic": "source_topic", "date": "event_date", "hour": "event_hour"}

@@ -18,6 +18,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streamwarden.failures import DataLossError, EnvironmentFailure
+from streamwarden.kafka_admin import make_consumer
 from streamwarden.source.schema import ARROW_SCHEMA
 
 _OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
@@ -38,7 +39,7 @@ class KafkaRange:
 
 
 def _consumer(task: KafkaRange) -> Consumer:
-    return Consumer({
+    return make_consumer({
         "fetch.max.bytes": str(64 * 1024 * 1024),
         "max.partition.fetch.bytes": str(16 * 1024 * 1024),
         "queued.max.messages.kbytes": str(256 * 1024),
@@ -97,7 +98,6 @@ def read_range(task: KafkaRange) -> Iterator[pa.RecordBatch]:
     if task.end <= task.start:
         return
     consumer = _consumer(task)
-    where = {"topic": task.topic, "partition": task.partition}
     try:
         consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
         columns = _Columns()
@@ -111,15 +111,16 @@ def read_range(task: KafkaRange) -> Iterator[pa.RecordBatch]:
             elif time.monotonic() - last_progress > task.read_timeout:
                 raise EnvironmentFailure(
                     f"no record at or after the planned offset within {task.read_timeout:.0f}s "
-                    f"(planned [{task.start}, {task.end}))", offset=task.start, **where)
+                    f"(planned [{task.start}, {task.end}))",
+                    topic=task.topic, partition=task.partition, offset=task.start)
             for message in messages:
                 error = message.error()
                 if error is not None:
-                    done = _handle_event(task, consumer, error, message.offset())
+                    done = _handle_event(task, consumer, error, message.offset() or -1)
                     if done:
                         break
                     continue
-                offset = message.offset()
+                offset = int(message.offset() or 0)
                 if offset >= task.end:
                     done = True
                     break
@@ -139,7 +140,7 @@ def read_range(task: KafkaRange) -> Iterator[pa.RecordBatch]:
 
 def _handle_event(task: KafkaRange, consumer: Consumer, error: KafkaError, offset: int) -> bool:
     """React to a consumer event; True when the range is complete."""
-    where = {"topic": task.topic, "partition": task.partition}
+    where: dict[str, Any] = {"topic": task.topic, "partition": task.partition}
     if error.code() == KafkaError._PARTITION_EOF:
         if offset >= task.end:
             return True

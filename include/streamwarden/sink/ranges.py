@@ -1,0 +1,210 @@
+"""Pure interval arithmetic on Kafka offset ranges.
+
+Every interval is half-open, ``(start, end)`` meaning offsets ``start <= o < end``. Two shapes appear:
+
+* :data:`OffsetRanges` -- one planned range per topic-partition, as a micro-batch plans it;
+* :data:`IntervalIndex` -- several sorted, disjoint, non-adjacent intervals per topic-partition, as the
+  committed manifests cover them.
+
+Nothing here touches the filesystem; all functions return new objects and never mutate their input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+Interval = tuple[int, int]
+OffsetRanges = dict[str, dict[int, Interval]]
+RangesLike = Mapping[str, Mapping[int, Sequence[int]] | Mapping[str, Sequence[int]]]
+"""Planned ranges as given: partition keys may be strings (after a JSON round trip), bounds any pair."""
+IntervalIndex = dict[str, dict[int, list[Interval]]]
+
+KEY_HEX_DIGITS = 16
+
+
+class TopicPartitionInterval(NamedTuple):
+    """One interval of one topic-partition, flat (for filters and messages)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def canonical_ranges(ranges: RangesLike) -> OffsetRanges:
+    """Sorted topics and int partitions, validated ``0 <= start <= end``; empty ranges are dropped.
+
+    Partition keys may be strings (they are after a JSON round trip). Dropping ``start == end`` makes a
+    batch that planned an idle partition hash like the same batch without it.
+    """
+    result: OffsetRanges = {}
+    for topic in sorted(ranges):
+        parts: dict[int, Interval] = {}
+        for raw_partition, bounds in ranges[topic].items():
+            partition = int(raw_partition)
+            if len(bounds) != 2:
+                raise ValueError(f"{topic}/{partition}: expected [start, end], got {bounds!r}")
+            start, end = int(bounds[0]), int(bounds[1])
+            if partition < 0 or not 0 <= start <= end:
+                raise ValueError(f"{topic}/{partition}: invalid range [{start}, {end})")
+            if partition in parts:
+                raise ValueError(f"{topic}/{partition}: partition given twice")
+            if start < end:
+                parts[partition] = (start, end)
+        if parts:
+            result[topic] = dict(sorted(parts.items()))
+    return result
+
+
+def ranges_to_json(ranges: OffsetRanges) -> dict[str, dict[str, list[int]]]:
+    """``{topic: {"partition": [start, end]}}`` with sorted keys (JSON object keys are strings)."""
+    return {t: {str(p): [s, e] for p, (s, e) in sorted(parts.items())} for t, parts in sorted(ranges.items())}
+
+
+def batch_key(ranges: OffsetRanges) -> str:
+    """Deterministic key of a batch: first 16 hex digits of sha256 over the canonical JSON of its ranges."""
+    text = json.dumps(ranges_to_json(canonical_ranges(ranges)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_HEX_DIGITS]
+
+
+def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted, disjoint intervals covering the same offsets; overlapping or adjacent ones are joined."""
+    merged: list[Interval] = []
+    for start, end in sorted(i for i in intervals if i[0] < i[1]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def intersect_interval(interval: Interval, covered: Sequence[Interval]) -> list[Interval]:
+    """The parts of ``interval`` inside ``covered`` (sorted, disjoint)."""
+    start, end = interval
+    pieces = [(max(start, s), min(end, e)) for s, e in covered]
+    return [(s, e) for s, e in pieces if s < e]
+
+
+def subtract_interval(interval: Interval, covered: Sequence[Interval]) -> list[Interval]:
+    """The parts of ``interval`` outside ``covered`` (``covered`` sorted and disjoint)."""
+    start, end = interval
+    rest: list[Interval] = []
+    cursor = start
+    for s, e in covered:
+        if e <= cursor or s >= end:
+            continue
+        if s > cursor:
+            rest.append((cursor, s))
+        cursor = max(cursor, e)
+    if cursor < end:
+        rest.append((cursor, end))
+    return rest
+
+
+def committed_within(ranges: OffsetRanges, index: IntervalIndex) -> IntervalIndex:
+    """Sub-intervals of ``ranges`` already covered by ``index``; topic-partitions with none are left out."""
+    return _per_partition(ranges, index, intersect_interval)
+
+
+def uncommitted(ranges: OffsetRanges, index: IntervalIndex) -> IntervalIndex:
+    """Sub-intervals of ``ranges`` not covered by ``index``; topic-partitions with none are left out."""
+    return _per_partition(ranges, index, subtract_interval)
+
+
+def _per_partition(
+    ranges: OffsetRanges,
+    index: IntervalIndex,
+    operation: Callable[[Interval, Sequence[Interval]], list[Interval]],
+) -> IntervalIndex:
+    result: IntervalIndex = {}
+    for topic, parts in sorted(ranges.items()):
+        for partition, interval in sorted(parts.items()):
+            pieces = operation(interval, index.get(topic, {}).get(partition, []))
+            if pieces:
+                result.setdefault(topic, {})[partition] = pieces
+    return result
+
+
+def overlap(left: IntervalIndex, right: IntervalIndex) -> IntervalIndex:
+    """Offsets covered by both indexes, per topic-partition (empty when they are disjoint)."""
+    result: IntervalIndex = {}
+    for topic, parts in sorted(left.items()):
+        for partition, intervals in sorted(parts.items()):
+            covered = right.get(topic, {}).get(partition, [])
+            pieces = merge_intervals(p for i in intervals for p in intersect_interval(i, covered))
+            if pieces:
+                result.setdefault(topic, {})[partition] = pieces
+    return result
+
+
+def union(left: IntervalIndex, right: IntervalIndex) -> IntervalIndex:
+    """Offsets covered by either index, merged per topic-partition."""
+    result: IntervalIndex = {}
+    for topic in sorted(left.keys() | right.keys()):
+        partitions = left.get(topic, {}).keys() | right.get(topic, {}).keys()
+        for partition in sorted(partitions):
+            both = [*left.get(topic, {}).get(partition, []), *right.get(topic, {}).get(partition, [])]
+            merged = merge_intervals(both)
+            if merged:
+                result.setdefault(topic, {})[partition] = merged
+    return result
+
+
+def index_from_ranges(ranges: OffsetRanges) -> IntervalIndex:
+    """An index covering exactly ``ranges``."""
+    return {t: {p: [i] for p, i in parts.items()} for t, parts in ranges.items() if parts}
+
+
+def flatten(index: IntervalIndex) -> list[TopicPartitionInterval]:
+    """The index as a sorted flat list of ``(topic, partition, start, end)``."""
+    return [
+        TopicPartitionInterval(topic, partition, start, end)
+        for topic, parts in sorted(index.items())
+        for partition, intervals in sorted(parts.items())
+        for start, end in intervals
+    ]
+
+
+def index_size(index: IntervalIndex) -> int:
+    """How many offsets the index covers."""
+    return sum(i.end - i.start for i in flatten(index))
+
+
+def index_to_json(index: IntervalIndex) -> dict[str, dict[str, list[list[int]]]]:
+    """``{topic: {"partition": [[start, end], ...]}}``."""
+    return {
+        t: {str(p): [[s, e] for s, e in iv] for p, iv in sorted(parts.items())}
+        for t, parts in sorted(index.items())
+    }
+
+
+def index_from_json(document: Mapping[str, Mapping[str, Sequence[Sequence[int]]]]) -> IntervalIndex:
+    """Inverse of :func:`index_to_json`; raises ``ValueError`` unless intervals are valid and disjoint."""
+    result: IntervalIndex = {}
+    for topic, parts in document.items():
+        for raw_partition, raw_intervals in parts.items():
+            intervals = [(int(i[0]), int(i[1])) for i in raw_intervals if len(i) == 2]
+            if len(intervals) != len(raw_intervals) or any(not 0 <= s < e for s, e in intervals):
+                raise ValueError(f"{topic}/{raw_partition}: invalid intervals {raw_intervals!r}")
+            if merge_intervals(intervals) != sorted(intervals):
+                raise ValueError(f"{topic}/{raw_partition}: intervals overlap or touch {raw_intervals!r}")
+            if intervals:
+                result.setdefault(topic, {})[int(raw_partition)] = sorted(intervals)
+    return result
+
+
+def exclusion_predicate(index: IntervalIndex) -> str | None:
+    """A Spark SQL predicate keeping rows *outside* ``index``; ``None`` when there is nothing to exclude.
+
+    ``NOT ((topic = 't' AND `partition` = p AND `offset` >= s AND `offset` < e) OR ...)``; the column
+    names are back-quoted because ``partition`` and ``offset`` are SQL keywords.
+    """
+    terms = [
+        f"(topic = '{i.topic.replace(chr(39), chr(39) * 2)}' AND `partition` = {i.partition} "
+        f"AND `offset` >= {i.start} AND `offset` < {i.end})"
+        for i in flatten(index)
+    ]
+    return f"NOT ({' OR '.join(terms)})" if terms else None

@@ -1,0 +1,159 @@
+"""Helpers shared by the end-to-end stream tests: fast raw producing and driving the real job process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Producer
+
+from streamwarden.checkpoint import commit_batches, committed_offsets, offset_batches
+from streamwarden.settings import Settings, load_settings
+
+
+def produce_raw(bootstrap: str, topics: Sequence[str], count: int, keys: int = 997,
+                value_size: int = 64) -> dict[str, dict[int, int]]:
+    """Send ``count`` keyed records round-robin over ``topics``; returns the log end per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 500000, "enable.idempotence": False})
+    ends: dict[str, dict[int, int]] = {}
+    errors: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+            return
+        part = ends.setdefault(msg.topic(), {})  # type: ignore[attr-defined]
+        part[msg.partition()] = max(part.get(msg.partition(), 0), msg.offset() + 1)  # type: ignore[attr-defined]
+
+    pad = b"x" * value_size
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topics[i % len(topics)], key=b"k%d" % (i % keys), value=b"%d:" % i + pad,
+                                 on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 20000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    assert not errors, errors[:5]
+    return ends
+
+
+@dataclass
+class StreamProcess:
+    """The real ``streamwarden stream`` in its own process group, driven like an operator would."""
+
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    runs: list[int] = field(default_factory=list)
+
+    @property
+    def settings(self) -> Settings:
+        keys = {k[len("STREAMWARDEN_"):].lower(): v for k, v in self.env.items() if k.startswith("STREAMWARDEN_")}
+        saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("STREAMWARDEN_")}
+        try:
+            return load_settings(**keys)
+        finally:
+            os.environ.update(saved)
+
+    def start(self, **extra_env: str) -> StreamProcess:
+        env = {**self.env, **extra_env}
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n==== start {extra_env} ====\n".encode())
+            self.process = subprocess.Popen([sys.executable, "-m", "streamwarden", "stream"], env=env,
+                                            stdout=log, stderr=log, start_new_session=True)
+        return self
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process is not None
+        code = self.process.wait(timeout)
+        self._reap_group()
+        self.runs.append(code)
+        return code
+
+    def kill9(self) -> None:
+        """SIGKILL the whole job: the driver's Python, its JVM and the Python workers."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.wait_exit(30)
+
+    def _reap_group(self) -> None:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 15
+        while _group_alive(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 120) -> int:
+        """Graceful stop through the marker; returns the exit code."""
+        self.settings.stop_marker_path.touch()
+        return self.wait_exit(timeout)
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"stream exited ({self.process.returncode}) while waiting for {what}; "
+                                     f"log tail:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; log:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def committed(self) -> dict[str, dict[str, int]]:
+        return committed_offsets(self.settings.checkpoint_location) or {}
+
+    def caught_up(self, ends: dict[str, dict[int, int]]) -> bool:
+        done = self.committed()
+        return all(done.get(t, {}).get(str(p), -1) >= end for t, parts in ends.items() for p, end in parts.items())
+
+    def checkpoint_settled(self) -> bool:
+        planned = offset_batches(self.settings.checkpoint_location)
+        return bool(planned) and commit_batches(self.settings.checkpoint_location)[-1:] == planned[-1:]
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def _group_alive(pgid: int) -> bool:
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return False
+
+
+def stream_env(home: Path, bootstrap: str, pattern: str, **settings: str) -> dict[str, str]:
+    """Environment for a job process: STREAMWARDEN_* settings on ``home`` plus the venv's Python."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}
+    env.update({
+        "STREAMWARDEN_HOME": str(home),
+        "STREAMWARDEN_BOOTSTRAP_SERVERS": bootstrap,
+        "STREAMWARDEN_TOPIC_PATTERN": pattern,
+        "STREAMWARDEN_TRIGGER_INTERVAL": "1s",
+        "STREAMWARDEN_SPARK_MASTER": "local[2]",
+        "STREAMWARDEN_SHUFFLE_PARTITIONS": "2",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    })
+    env.update({f"STREAMWARDEN_{k.upper()}": v for k, v in settings.items()})
+    return env
+
+
+def expected_ranges(ends: dict[str, dict[int, int]]) -> dict[str, dict[int, tuple[int, int]]]:
+    return {t: {p: (0, end) for p, end in parts.items()} for t, parts in ends.items()}
