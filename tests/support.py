@@ -60,11 +60,14 @@ class StreamProcess:
 
     @property
     def settings(self) -> Settings:
-        keys = {k[len("STREAMWARDEN_"):].lower(): v for k, v in self.env.items() if k.startswith("STREAMWARDEN_")}
+        """The settings the job process sees (read from its environment, as it does)."""
         saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("STREAMWARDEN_")}
+        os.environ.update({k: v for k, v in self.env.items() if k.startswith("STREAMWARDEN_")})
         try:
-            return load_settings(**keys)
+            return load_settings()
         finally:
+            for key in [k for k in os.environ if k.startswith("STREAMWARDEN_")]:
+                del os.environ[key]
             os.environ.update(saved)
 
     def start(self, **extra_env: str) -> StreamProcess:

@@ -53,5 +53,5 @@ def spread_limit(start: Positions, latest: Positions, max_rows: int) -> Position
             if remaining == 0:
                 break
         active = still_active
-    return {tp: start[tp] + granted[tp] if latest[tp] >= start.get(tp, latest[tp]) else latest[tp]
+    return {tp: start.get(tp, latest[tp]) + granted[tp] if latest[tp] >= start.get(tp, latest[tp]) else latest[tp]
             for tp in latest}

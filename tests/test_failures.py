@@ -1,0 +1,62 @@
+"""Classification survives the trip through Spark: an error raised in a worker comes back classified."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamwarden.failures import (
+    EXIT_ALREADY_RUNNING,
+    EXIT_CODES,
+    DataLossError,
+    FailureClass,
+    FailureDocument,
+    IntegrityError,
+    MalformedDataError,
+    classify,
+    read_failure,
+    write_failure,
+)
+
+
+def test_exit_codes_are_distinct_and_documented() -> None:
+    codes = list(EXIT_CODES.values()) + [EXIT_ALREADY_RUNNING, 0]
+    assert len(set(codes)) == len(codes)
+    assert set(EXIT_CODES) == set(FailureClass)
+
+
+def _raise_in_worker(spark: SparkSession, error: Exception) -> BaseException:
+    def boom(value: int) -> int:
+        raise error
+
+    with pytest.raises(Exception) as caught:
+        spark.sparkContext.parallelize([1], 1).map(boom).collect()
+    return caught.value
+
+
+@pytest.mark.parametrize(("error", "expected"), [
+    (MalformedDataError("value is not JSON", topic="t", partition=3, offset=42), FailureClass.MALFORMED),
+    (DataLossError("offset 5 expired", topic="t", partition=0, offset=5), FailureClass.DATA_LOSS),
+    (IntegrityError("seq gap", topic="t", partition=1, offset=9, details={"expected": 4, "seen": 6}),
+     FailureClass.INTEGRITY),
+    (ZeroDivisionError("division by zero"), FailureClass.BUG),
+])
+def test_worker_errors_are_classified_on_the_driver(
+    spark: SparkSession, error: Exception, expected: FailureClass
+) -> None:
+    document = classify(_raise_in_worker(spark, error))
+    assert document.failure_class is expected
+    assert document.exit_code == EXIT_CODES[expected]
+    if expected is not FailureClass.BUG:
+        assert (document.topic, document.partition, document.offset) == (error.topic, error.partition,  # type: ignore[attr-defined]
+                                                                         error.offset)  # type: ignore[attr-defined]
+        assert document.details == error.details  # type: ignore[attr-defined]
+
+
+def test_environment_hint_and_failure_document_round_trip(tmp_path: object) -> None:
+    document = classify(RuntimeError("KafkaError{code=_TRANSPORT,val=-195,str=\"Connection refused\"}"))
+    assert document.failure_class is FailureClass.ENVIRONMENT
+    path = __import__("pathlib").Path(str(tmp_path)) / "last_failure.json"
+    write_failure(path, document)
+    assert read_failure(path) == document
+    assert isinstance(read_failure(path), FailureDocument)
