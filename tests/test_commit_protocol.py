@@ -243,7 +243,7 @@ def test_replay_after_a_lost_manifest_overwrites_instead_of_duplicating(tmp_path
         manifest.unlink()
     protocol = CommitProtocol(tmp_path, TABLE)
     report = protocol.recover()
-    assert sorted(report.quarantined) == before and final_files(tmp_path) == []
+    assert sorted(report.orphaned) == before and final_files(tmp_path) == []
     commit_batch(protocol, RANGES)
     assert final_files(tmp_path) == before
     assert_exactly(tmp_path, RANGES)
@@ -362,7 +362,7 @@ def test_kill_9_at_each_step_is_recovered(tmp_path: Path, kill_at: str, intent: 
         assert run_child(root, source, None) == 0
         assert_exactly(root, RANGES)
     again = CommitProtocol(root, TABLE).recover()
-    assert (again.rolled_forward, again.rolled_back, again.quarantined) == ([], [], [])
+    assert (again.rolled_forward, again.rolled_back, again.orphaned) == ([], [], [])
 
 
 def _fail_at(point: str) -> Any:
@@ -456,7 +456,7 @@ def test_missing_committed_file_is_refused(tmp_path: Path) -> None:
         CommitProtocol(tmp_path, TABLE).recover()
 
 
-def test_recover_quarantines_unclaimed_files_and_reports_foreign_ones(tmp_path: Path) -> None:
+def test_recover_sets_aside_unclaimed_files_and_reports_foreign_ones(tmp_path: Path) -> None:
     commit_batch(fresh(tmp_path), RANGES)
     first = tmp_path / TABLE / final_files(tmp_path)[0]
     stray = first.with_name("part-0123456789abcdef-00000.zstd.parquet")
@@ -464,7 +464,7 @@ def test_recover_quarantines_unclaimed_files_and_reports_foreign_ones(tmp_path: 
     shutil.copy(first, stray)
     shutil.copy(first, foreign)
     report = CommitProtocol(tmp_path, TABLE).recover()
-    assert report.quarantined == [str(stray.relative_to(tmp_path / TABLE))]
+    assert report.orphaned == [str(stray.relative_to(tmp_path / TABLE))]
     assert report.foreign_files == [str(foreign.relative_to(tmp_path / TABLE))]
     assert not stray.exists() and foreign.exists()
-    assert len(list((tmp_path / "_quarantine" / TABLE).rglob(stray.name))) == 1
+    assert len(list((tmp_path / "_orphans" / TABLE).rglob(stray.name))) == 1

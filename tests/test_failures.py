@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
-
 from streamwarden.failures import (
     EXIT_ALREADY_RUNNING,
     EXIT_CODES,
@@ -20,7 +19,7 @@ from streamwarden.failures import (
 
 
 def test_exit_codes_are_distinct_and_documented() -> None:
-    codes = list(EXIT_CODES.values()) + [EXIT_ALREADY_RUNNING, 0]
+    codes = [*EXIT_CODES.values(), EXIT_ALREADY_RUNNING, 0]
     assert len(set(codes)) == len(codes)
     assert set(EXIT_CODES) == set(FailureClass)
 

@@ -7,11 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import StreamProcess, produce_raw, stream_env
-
 from streamwarden.broker import LocalBroker, free_port
 from streamwarden.failures import EXIT_CODES, FailureClass, read_failure
 from streamwarden.kafka_admin import create_topics, delete_topics
+from support import StreamProcess, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 
@@ -66,3 +65,15 @@ def test_recreated_topic_is_data_loss_naming_where(
     assert failure["topic"] == topic and failure["partition"] in (0, 1)
     assert failure["offset"] == ends[topic][int(str(failure["partition"]))]
     assert "beyond the log end" in str(failure["message"])
+
+
+@pytest.mark.parametrize("failure_class", [FailureClass.MALFORMED, FailureClass.BUG])
+def test_failures_raised_inside_a_batch_are_classified(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, failure_class: FailureClass
+) -> None:
+    (topic,) = topic_factory(1, partitions=1)
+    produce_raw(broker.bootstrap_servers, [topic], 10)
+    env = stream_env(tmp_path, broker.bootstrap_servers, topic,
+                     **{"chaos_raise_at": f"before_intent:{failure_class.value}"})
+    failure = run_to_failure(StreamProcess(env, tmp_path / "log"), failure_class)
+    assert "injected" in str(failure["message"])

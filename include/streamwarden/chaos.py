@@ -1,9 +1,12 @@
-"""Fault injection for tests: kill this process at a named point of a protocol, as ``kill -9`` would.
+"""Fault injection for tests: die or fail at a named point of a protocol.
 
-Set ``STREAMWARDEN_CHAOS_KILL_AT`` to a point name (the commit protocol has ``before_intent``,
-``after_intent``, ``mid_move``, ``after_move``, ``after_manifest``); when the running code reaches that
-point the process sends itself ``SIGKILL``: no ``finally``, no ``atexit``, no flush. Unset (the normal
-case) it costs one environment lookup. Never set it outside tests.
+* ``STREAMWARDEN_CHAOS_KILL_AT=<point>``: the process sends itself ``SIGKILL`` there, as ``kill -9``
+  would: no ``finally``, no ``atexit``, no flush.
+* ``STREAMWARDEN_CHAOS_RAISE_AT=<point>:<CLASS>``: raises a classified error there (``BUG`` raises a
+  plain ``RuntimeError``), to exercise the classified exit of the job.
+
+Points of the commit protocol: ``before_intent``, ``after_intent``, ``mid_move``, ``after_move``,
+``after_manifest``. Unset (the normal case) a point costs two environment lookups. Never set outside tests.
 """
 
 from __future__ import annotations
@@ -11,10 +14,27 @@ from __future__ import annotations
 import os
 import signal
 
+from streamwarden import failures
+
 CHAOS_ENV = "STREAMWARDEN_CHAOS_KILL_AT"
+CHAOS_RAISE_ENV = "STREAMWARDEN_CHAOS_RAISE_AT"
+_ERRORS: dict[str, type[failures.StreamwardenError]] = {
+    "ENVIRONMENT": failures.EnvironmentFailure,
+    "DATA_LOSS": failures.DataLossError,
+    "INTEGRITY": failures.IntegrityError,
+    "MALFORMED": failures.MalformedDataError,
+    "CONFIG": failures.ConfigError,
+}
 
 
 def chaos_point(name: str) -> None:
-    """SIGKILL this process when ``STREAMWARDEN_CHAOS_KILL_AT`` equals ``name``; otherwise do nothing."""
+    """Kill or fail here when the chaos environment names this point; otherwise do nothing."""
     if os.environ.get(CHAOS_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    point, _, failure_class = os.environ.get(CHAOS_RAISE_ENV, "").partition(":")
+    if point == name:
+        message = f"chaos: injected {failure_class or 'BUG'} failure at {name}"
+        error = _ERRORS.get(failure_class)
+        if error is None:
+            raise RuntimeError(message)
+        raise error(message, topic="chaos", partition=0, offset=0)

@@ -43,6 +43,7 @@ EXIT_CODES: dict[FailureClass, int] = {
 EXIT_ALREADY_RUNNING = 73
 """Exit code when another instance holds the checkpoint lease (not a failure of the running job)."""
 
+_PYTHON_ERROR_LINE = re.compile(r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure)\b: .+)$", re.MULTILINE)
 _TAG = re.compile(r"\[streamwarden:([A-Z_]+)\](\{.*?\})(?=\s*\[/streamwarden\])", re.DOTALL)
 
 
@@ -74,7 +75,7 @@ class StreamwardenError(Exception):
         )
 
 
-class EnvironmentFailure(StreamwardenError):
+class EnvironmentFailure(StreamwardenError):  # noqa: N818 - a failure class, not a bug
     """A dependency (broker, cluster, filesystem) is unavailable."""
 
     failure_class = FailureClass.ENVIRONMENT
@@ -154,8 +155,16 @@ def classify(exc: BaseException) -> FailureDocument:
                                payload.get("partition"), payload.get("offset"), payload.get("details") or {},
                                traceback=trace)
     cls_ = FailureClass.ENVIRONMENT if any(h in text for h in _ENVIRONMENT_HINTS) else FailureClass.BUG
-    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return FailureDocument(cls_, f"{type(exc).__name__}: {first_line}"[:2000], EXIT_CODES[cls_], traceback=trace)
+    return FailureDocument(cls_, _root_cause(exc, text)[:2000], EXIT_CODES[cls_], traceback=trace)
+
+
+def _root_cause(exc: BaseException, text: str) -> str:
+    """The innermost Python exception line (one raised in a worker arrives wrapped in JVM text)."""
+    causes = _PYTHON_ERROR_LINE.findall(str(exc))
+    if causes:
+        return str(causes[-1]).strip()
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first_line}"
 
 
 def write_failure(path: Path, document: FailureDocument) -> None:

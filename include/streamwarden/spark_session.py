@@ -41,6 +41,8 @@ def build_spark_session(settings: Settings, app_name: str = "streamwarden") -> S
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if settings.spark_master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local run listens on loopback only
     builder = SparkSession.builder.appName(app_name).master(settings.spark_master)
     for key, value in spark_conf(settings).items():
         builder = builder.config(key, value)

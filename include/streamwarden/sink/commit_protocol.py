@@ -5,7 +5,7 @@ Layout under ``output_root``::
     <table>/topic=../date=../hour=../part-<key>-<NNNNN>.<compression>.parquet   final files only
     <table>/_manifests/<sequence:010d>-<key>.json                               one per committed batch
     _staging/<table>/<key>/                                                     where Spark writes a batch
-    _quarantine/<table>/...                                                     files no manifest claims
+    _orphans/<table>/...                                                     files no manifest claims
 
 Everything that is not final data starts with ``_`` or lies outside the table folder, so Spark,
 ``pyarrow.dataset`` and a DuckDB ``**/*.parquet`` glob on the table see final files only.
@@ -14,7 +14,7 @@ Protocol for one batch (``key`` = first 16 hex of sha256 over the canonical JSON
 
 0. ``recover()`` at job start: a staging folder with an intent is rolled forward (steps 4-6), one
    without is deleted; manifests are loaded and checked (no overlap, valid bodies, every listed file
-   present); Parquet files no manifest lists are moved to ``_quarantine``.
+   present); Parquet files no manifest lists are moved to ``_orphans``.
 1. ``plan()`` subtracts the committed offsets from the planned ranges. Fully committed: the job skips the
    batch. Otherwise it filters the committed sub-intervals out (:meth:`BatchPlan.exclusion_predicate`) and
    writes the rest with ``df.write.partitionBy(...).parquet(plan.staging_dir)``.
@@ -83,7 +83,7 @@ from streamwarden.sink.ranges import (
 
 MANIFESTS = "_manifests"
 STAGING = "_staging"
-QUARANTINE = "_quarantine"
+ORPHANS = "_orphans"
 INTENT_FILE = "_intent.json"
 FORMAT_VERSION = 1
 _FINAL_NAME = re.compile(r"^part-(?P<key>[0-9a-f]{16})-\d{5}(\.[a-z0-9]+)?\.parquet$")
@@ -306,7 +306,7 @@ class RecoveryReport:
 
     rolled_forward: list[str]
     rolled_back: list[str]
-    quarantined: list[str]
+    orphaned: list[str]
     foreign_files: list[str]
     manifests: int
 
@@ -325,7 +325,7 @@ class CommitProtocol:
         self.table = table
         self.table_root = output_root / table
         self.staging_root = output_root / STAGING / table
-        self.quarantine_root = output_root / QUARANTINE / table
+        self.orphans_root = output_root / ORPHANS / table
         self._suffix = ".parquet" if compression == "none" else f".{compression}.parquet"
         self._manifests: dict[str, Manifest] = {}
         self._index: IntervalIndex = {}
@@ -334,16 +334,16 @@ class CommitProtocol:
 
     # -- public API -------------------------------------------------------------------------------------
     def recover(self) -> RecoveryReport:
-        """Finish or undo interrupted commits, load and check the manifests, quarantine unclaimed files."""
+        """Finish or undo interrupted commits, load and check the manifests, set aside unclaimed files."""
         forward, back = self._resolve_staging()
         (self.table_root / MANIFESTS).mkdir(parents=True, exist_ok=True)
         fsync_dir(self.table_root)
         self._manifests, self._index, self._next_sequence = {}, {}, 0
         for manifest in load_manifests(self.table_root):
             self._register(manifest)
-        quarantined, foreign = self._sweep_table()
+        orphaned, foreign = self._sweep_table()
         self._recovered = True
-        return RecoveryReport(forward, back, quarantined, foreign, len(self._manifests))
+        return RecoveryReport(forward, back, orphaned, foreign, len(self._manifests))
 
     def plan(self, ranges: OffsetRanges, batch_id: int) -> BatchPlan:
         """Plan a batch: its key, what is already committed, and a staging folder that does not exist yet.
@@ -470,7 +470,7 @@ class CommitProtocol:
             self._register(manifest)
 
     def _sweep_table(self) -> tuple[list[str], list[str]]:
-        """Check every listed file exists; quarantine our files no manifest lists; report foreign ones."""
+        """Check every listed file exists; set aside our files no manifest lists; report foreign ones."""
         listed = {f.path for m in self._manifests.values() for f in m.files}
         present = visible_parquet_files(self.table_root)
         lost = sorted(listed - present)
@@ -480,7 +480,7 @@ class CommitProtocol:
                 details={"missing": lost[:20]})
         unclaimed = sorted(present - listed)
         ours = [p for p in unclaimed if _FINAL_NAME.match(PurePosixPath(p).name)]
-        folder = self.quarantine_root / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        folder = self.orphans_root / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         for name in ours:
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(self.table_root / name, folder / name)
