@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka import Producer
-
 from streamwarden.checkpoint import commit_batches, committed_offsets, offset_batches
 from streamwarden.settings import Settings, load_settings
 
@@ -141,13 +140,14 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def stream_env(home: Path, bootstrap: str, pattern: str, **settings: str) -> dict[str, str]:
+def stream_env(home: Path, bootstrap: str, pattern: str, pipeline: str = "records", **settings: str) -> dict[str, str]:
     """Environment for a job process: STREAMWARDEN_* settings on ``home`` plus the venv's Python."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}
     env.update({
         "STREAMWARDEN_HOME": str(home),
         "STREAMWARDEN_BOOTSTRAP_SERVERS": bootstrap,
         "STREAMWARDEN_TOPIC_PATTERN": pattern,
+        "STREAMWARDEN_PIPELINE": pipeline,
         "STREAMWARDEN_TRIGGER_INTERVAL": "1s",
         "STREAMWARDEN_SPARK_MASTER": "local[2]",
         "STREAMWARDEN_SHUFFLE_PARTITIONS": "2",

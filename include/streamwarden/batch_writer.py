@@ -1,16 +1,17 @@
-"""``foreachBatch`` body: turns one micro-batch into one exactly-once commit of Parquet files."""
+"""``foreachBatch`` body: turns one micro-batch into one exactly-once commit per output table."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame
 
 from streamwarden.checkpoint import batch_start_offsets, read_offsets
 from streamwarden.failures import IntegrityError
-from streamwarden.sink.commit_protocol import CommitProtocol
+from streamwarden.sink.commit_protocol import BatchPlan, CommitProtocol
 from streamwarden.sink.ranges import OffsetRanges
 
 log = logging.getLogger("streamwarden.sink")
@@ -32,30 +33,56 @@ def planned_ranges(checkpoint: Path, batch_id: int) -> OffsetRanges:
     return ranges
 
 
-class ParquetBatchWriter:
-    """Writes each micro-batch through the :class:`CommitProtocol` of one table."""
+@dataclass(frozen=True)
+class TableSink:
+    """One output table: which rows of the batch go there, and how its folders are partitioned."""
 
-    def __init__(self, protocol: CommitProtocol, checkpoint: Path, partition_columns: list[str],
-                 compression: str) -> None:
-        self.protocol = protocol
+    protocol: CommitProtocol
+    select: Callable[[DataFrame], DataFrame]
+    partition_columns: Sequence[str]
+
+
+class ParquetBatchWriter:
+    """Writes each micro-batch through the commit protocol of every table."""
+
+    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path, compression: str) -> None:
+        self.sinks = sinks
         self.checkpoint = checkpoint
-        self.partition_columns = partition_columns
         self.compression = compression
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         ranges = planned_ranges(self.checkpoint, batch_id)
-        plan = self.protocol.plan(ranges, batch_id)
-        if plan.fully_committed:
-            log.warning("batch %d: ranges %s already committed; skipping the write", batch_id, plan.ranges)
+        pending = []
+        for sink in self.sinks:
+            plan = sink.protocol.plan(ranges, batch_id)
+            if plan.fully_committed:
+                log.warning("batch %d: %s already committed for %s; skipping the write", batch_id,
+                            sink.protocol.table, plan.ranges)
+            else:
+                pending.append((sink, plan))
+        if not pending:
             return
+        shared = len(pending) > 1  # computed once: a stateful batch must not be evaluated twice
+        if shared:
+            frame = frame.persist()
+        try:
+            for sink, plan in pending:
+                self._write(sink, plan, frame, batch_id)
+        finally:
+            if shared:
+                frame.unpersist()
+
+    def _write(self, sink: TableSink, plan: BatchPlan, frame: DataFrame, batch_id: int) -> None:
+        rows = sink.select(frame)
         keep = plan.exclusion_predicate()
         if keep is not None:
-            log.warning("batch %d: skipping already committed offsets %s", batch_id, plan.already_committed)
-            frame = frame.filter(keep)
-        writer = frame.write.mode("overwrite").option("compression", self.compression)
-        if self.partition_columns:
-            writer = writer.partitionBy(*self.partition_columns)
+            log.warning("batch %d: skipping already committed offsets of %s: %s", batch_id, sink.protocol.table,
+                        plan.already_committed)
+            rows = rows.filter(keep)
+        writer = rows.write.mode("overwrite").option("compression", self.compression)
+        if sink.partition_columns:
+            writer = writer.partitionBy(*sink.partition_columns)
         writer.parquet(str(plan.staging_dir))
-        extra: dict[str, Any] = {"batch_id": batch_id}
-        manifest = self.protocol.commit(plan, extra)
-        log.info("batch %d committed: %s", batch_id, manifest)
+        manifest = sink.protocol.commit(plan, {"batch_id": batch_id})
+        log.info("batch %d committed to %s: %d rows in %d files", batch_id, sink.protocol.table, manifest.rows,
+                 len(manifest.files))

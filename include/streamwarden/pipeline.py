@@ -1,17 +1,31 @@
-"""Builds the streaming query: Kafka source -> records with partition columns -> exactly-once Parquet."""
+"""Builds the streaming query: Kafka source -> (sessions | raw records) -> exactly-once Parquet tables."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamwarden.batch_writer import ParquetBatchWriter
+from streamwarden.batch_writer import ParquetBatchWriter, TableSink
 from streamwarden.checkpoint import INITIAL_OFFSETS_FILE
+from streamwarden.sessions.engine import SessionPolicy
+from streamwarden.sessions.handler import load_handler, pin_handler
+from streamwarden.sessions.processor import INPUT_COLUMNS, SessionJobConfig, SessionProcessor
+from streamwarden.sessions.tables import (
+    KIND_DEAD,
+    KIND_ROW,
+    QUARANTINE,
+    SESSION_ROWS,
+    operator_output_schema,
+    quarantine_columns,
+    session_rows_columns,
+)
 from streamwarden.settings import Settings
 from streamwarden.sink.commit_protocol import CommitProtocol
 from streamwarden.source.kafka_source import SOURCE_NAME, KafkaDataSource
+from streamwarden.wire import TableSchema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,29 +67,68 @@ def kafka_frame(spark: SparkSession, settings: Settings) -> DataFrame:
     return spark.readStream.format(source).options(**source_options(settings)).load()
 
 
-def with_partition_columns(frame: DataFrame) -> DataFrame:
-    """Add folder partition columns derived from the topic and the record timestamp (UTC)."""
+def with_partition_columns(frame: DataFrame, time_column: str) -> DataFrame:
+    """Add folder partition columns derived from the topic and a timestamp column (UTC)."""
     return frame.select(
         "*",
         F.col("topic").alias(PARTITION_COLUMN_NAMES["topic"]),
-        F.date_format("timestamp", "yyyy-MM-dd").alias(PARTITION_COLUMN_NAMES["date"]),
-        F.date_format("timestamp", "HH").alias(PARTITION_COLUMN_NAMES["hour"]),
+        F.date_format(time_column, "yyyy-MM-dd").alias(PARTITION_COLUMN_NAMES["date"]),
+        F.date_format(time_column, "HH").alias(PARTITION_COLUMN_NAMES["hour"]),
     )
+
+
+def session_frame(raw: DataFrame, settings: Settings) -> DataFrame:
+    """Group records by session id (the Kafka key) and run the session handler over each, in order."""
+    handler = load_handler(settings.session_handler)
+    pin_handler(settings.checkpoint_location, handler)
+    columns = handler.output_columns(TableSchema.parse(settings.table_schema))
+    config = SessionJobConfig(
+        handler_path=settings.session_handler,
+        table_schema=dict(settings.table_schema),
+        policy=SessionPolicy(settings.integrity_tier, settings.on_gap, settings.malformed_policy, settings.lateness,
+                             settings.max_message_bytes),
+        session_timeout_ms=int(settings.session_timeout * 1000),
+    )
+    keyed = raw.select(*INPUT_COLUMNS, F.coalesce(F.col("key").cast("string"), F.lit("")).alias("session_key"))
+    return keyed.groupBy("session_key").transformWithStateInPandas(
+        statefulProcessor=SessionProcessor(config),
+        outputStructType=operator_output_schema(columns),
+        outputMode="Append",
+        timeMode="ProcessingTime",
+    )
+
+
+def _selector(kind: str, columns: Sequence[str], time_column: str) -> Callable[[DataFrame], DataFrame]:
+    def select(frame: DataFrame) -> DataFrame:
+        return with_partition_columns(frame.filter(F.col("kind") == kind).select(*columns), time_column)
+
+    return select
+
+
+def _sinks(settings: Settings) -> list[TableSink]:
+    def protocol(table: str) -> CommitProtocol:
+        made = CommitProtocol(settings.root("output"), table, settings.output_compression)
+        made.recover()
+        return made
+
+    folders = [PARTITION_COLUMN_NAMES[c] for c in settings.output_partition_by]
+    if settings.pipeline == "records":
+        return [TableSink(protocol(RECORDS_TABLE), lambda frame: with_partition_columns(frame, "timestamp"),
+                          folders)]
+    columns = load_handler(settings.session_handler).output_columns(TableSchema.parse(settings.table_schema))
+    return [
+        TableSink(protocol(SESSION_ROWS), _selector(KIND_ROW, session_rows_columns(columns), "event_ts"), folders),
+        TableSink(protocol(QUARANTINE), _selector(KIND_DEAD, quarantine_columns(), "kafka_timestamp"), folders),
+    ]
 
 
 def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
-    """Start the stream; the commit protocol recovers any interrupted commit first."""
-    protocol = CommitProtocol(settings.root("output"), RECORDS_TABLE, settings.output_compression)
-    protocol.recover()
-    writer = ParquetBatchWriter(
-        protocol,
-        settings.checkpoint_location,
-        [PARTITION_COLUMN_NAMES[c] for c in settings.output_partition_by],
-        settings.output_compression,
-    )
+    """Start the stream; the commit protocols recover any interrupted commit first."""
+    raw = kafka_frame(spark, settings)
+    frame = raw if settings.pipeline == "records" else session_frame(raw, settings)
+    writer = ParquetBatchWriter(_sinks(settings), settings.checkpoint_location, settings.output_compression)
     return (
-        with_partition_columns(kafka_frame(spark, settings))
-        .writeStream.queryName(settings.query_name)
+        frame.writeStream.queryName(settings.query_name)
         .foreachBatch(writer)
         .option("checkpointLocation", str(settings.checkpoint_location))
         .trigger(processingTime=f"{settings.trigger_interval} seconds")

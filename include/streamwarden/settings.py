@@ -21,6 +21,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from streamwarden.wire import DEMO_SCHEMA, SchemaError, TableSchema
+
 ENV_PREFIX = "STREAMWARDEN_"
 CONFIG_FILE_ENV = "STREAMWARDEN_CONFIG_FILE"
 PARTITION_COLUMNS = ("topic", "date", "hour")
@@ -100,6 +102,27 @@ class Settings(BaseSettings):
     shuffle_partitions: int = Field(4, gt=0)
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (JSON in the env).")
     read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
+    pipeline: Literal["sessions", "records"] = Field(
+        "sessions", description="sessions: rebuild snapshot/update sessions; records: land raw Kafka records."
+    )
+    table_schema: dict[str, str] = Field(
+        default_factory=lambda: {k: str(v) for k, v in DEMO_SCHEMA.to_dict().items()},
+        description="Typed columns of a session table, JSON {name: string|long|double|boolean|timestamp}.",
+    )
+    session_handler: str = Field(
+        "streamwarden.sessions.table_handler:TableReconstruction",
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="package.module:Class of the session handler.",
+    )
+    on_gap: Literal["fail", "resync"] = Field(
+        "fail", description="strict tier: fail the job, or quarantine the session until its next snapshot."
+    )
+    malformed_policy: Literal["quarantine", "fail"] = Field(
+        "quarantine", description="Undecodable records: dead-letter them, or fail with MALFORMED."
+    )
+    lateness: float = Field(300.0, description="fuzzy tier: how far behind its session's event time an event may be.")
+    session_timeout: float = Field(3600.0, description="Release the state of a session silent this long.")
+    max_message_bytes: int = Field(1024 * 1024, gt=0, description="Larger values are dead letters (oversized).")
 
     @classmethod
     def settings_customise_sources(
@@ -116,7 +139,15 @@ class Settings(BaseSettings):
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
 
-    @field_validator("trigger_interval", "read_timeout", mode="before")
+    @field_validator("table_schema")
+    @classmethod
+    def _table_schema(cls, value: dict[str, str]) -> dict[str, str]:
+        try:
+            return dict(TableSchema.parse(value).to_dict())
+        except SchemaError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("trigger_interval", "read_timeout", "lateness", "session_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)

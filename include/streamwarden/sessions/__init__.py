@@ -1,0 +1,1 @@
+"""Ordered, typed, pluggable reconstruction of snapshot/update sessions."""

@@ -1,0 +1,60 @@
+"""Rebuild every session's final table from the ``session_rows`` table, to check the job against truth.
+
+Used by tests and benchmarks: the producer knows the tables it meant to send; this reads what the job
+wrote (any reader's view of the folder) and replays it the way a downstream consumer would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from streamwarden.wire import Table, TableSchema
+
+Tables = dict[str, Table]
+
+
+def read_table(root: Path) -> pa.Table:
+    """All rows under a table folder, as an outside reader lists them."""
+    return ds.dataset(root, format="parquet", partitioning="hive").to_table()
+
+
+def final_tables(rows: pa.Table, schema: TableSchema) -> Tables:
+    """The table of every open session after its last row (ended sessions are left out)."""
+    ordered = rows.select(["session_id", "topic", "partition", "offset", "op", "row_id", *schema.names]).sort_by(
+        [("session_id", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+    tables: Tables = {}
+    last_snapshot: dict[str, tuple[str, int, int]] = {}
+    for row in ordered.to_pylist():
+        session, op, row_id = row["session_id"], row["op"], row["row_id"]
+        table = tables.setdefault(session, {})
+        values = {c: row[c] for c in schema.names if row[c] is not None}
+        position = (row["topic"], row["partition"], row["offset"])
+        if op == "snapshot":
+            if last_snapshot.get(session) != position:
+                table.clear()
+                last_snapshot[session] = position
+            if row_id is not None:
+                table[row_id] = values
+        elif op == "upsert":
+            table[row_id] = values
+        elif op == "delete":
+            table.pop(row_id, None)
+        elif op == "end":
+            tables.pop(session)
+    return tables
+
+
+def offsets_by_table(root: Path, tables: list[str]) -> dict[str, set[tuple[str, int, int]]]:
+    """Distinct (topic, partition, offset) of each table under ``root`` (for offset accounting)."""
+    found: dict[str, set[tuple[str, int, int]]] = {}
+    for name in tables:
+        folder = root / name
+        if not folder.exists():
+            found[name] = set()
+            continue
+        data = read_table(folder).select(["topic", "partition", "offset"])
+        found[name] = set(zip(*(data.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True))
+    return found
