@@ -83,12 +83,14 @@ def load_handler(path: str) -> SessionHandler[Any]:
         handler_class = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(f"session handler {path!r} cannot be loaded: {exc}") from exc
-    handler = handler_class()
     missing = [name for name in ("state_version", "state_schema", "output_columns", "initial_state",
-                                 "on_event", "encode_state", "decode_state") if not hasattr(handler, name)]
+                                 "on_event", "encode_state", "decode_state") if not hasattr(handler_class, name)]
     if missing:
         raise ConfigError(f"session handler {path!r} lacks {', '.join(missing)}")
-    return handler  # type: ignore[no-any-return]
+    try:
+        return handler_class()  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise ConfigError(f"session handler {path!r} must be constructible without arguments: {exc}") from exc
 
 
 def fingerprint(handler: SessionHandler[Any]) -> dict[str, Any]:

@@ -35,6 +35,12 @@ class SessionJobConfig:
     session_timeout_ms: int
 
 
+def _series(values: list[Any], dtype: str) -> pd.Series:
+    if dtype == "timestamp":
+        return pd.Series(pd.to_datetime(values, utc=True, format="ISO8601"))
+    return pd.Series(values, dtype=dtype)
+
+
 class SessionProcessor(StatefulProcessor):
     """Runs the configured :class:`SessionHandler` over each session, in Kafka order."""
 
@@ -73,27 +79,23 @@ class SessionProcessor(StatefulProcessor):
         yield self._frame(result)
 
     def _frame(self, result: SessionResult) -> pd.DataFrame:
-        out: list[dict[str, Any]] = []
-        for applied in result.rows:
+        """Column by column (a list of dicts through pandas costs ~4x more per row)."""
+        size = len(result.rows) + len(result.dead)
+        cols: dict[str, list[Any]] = {name: [None] * size for name in self.columns}
+        kind, topic, partition, offset = cols["kind"], cols["topic"], cols["partition"], cols["offset"]
+        session_id, seq, event_ts = cols["session_id"], cols["seq"], cols["event_ts"]
+        for i, applied in enumerate(result.rows):
             rec, event = applied.record, applied.event
-            out.append({**applied.row, "kind": KIND_ROW, "topic": rec.topic, "partition": rec.partition,
-                        "offset": rec.offset, "session_id": event.session_id, "seq": event.seq,
-                        "event_ts": event.ts})
-        for dead in result.dead:
+            kind[i], topic[i], partition[i], offset[i] = KIND_ROW, rec.topic, rec.partition, rec.offset
+            session_id[i], seq[i], event_ts[i] = event.session_id, event.seq, event.ts
+            for name, value in applied.row.items():
+                cols[name][i] = value
+        for i, dead in enumerate(result.dead, start=len(result.rows)):
             rec = dead.record
-            out.append({"kind": KIND_DEAD, "topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-                        "key": rec.key, "value": rec.value, "kafka_timestamp": rec.timestamp,
-                        "error_class": dead.error_class, "error_message": dead.message})
-        frame = pd.DataFrame(out, columns=self.columns)
-        for name, dtype in self.dtypes.items():
-            column = frame[name]
-            if dtype == "timestamp":
-                frame[name] = pd.to_datetime(column, utc=True, format="ISO8601")
-            elif dtype == "object":
-                frame[name] = column.astype(object).where(column.notna(), None)
-            else:
-                frame[name] = column.astype(dtype)
-        return frame
+            kind[i], topic[i], partition[i], offset[i] = KIND_DEAD, rec.topic, rec.partition, rec.offset
+            cols["key"][i], cols["value"][i], cols["kafka_timestamp"][i] = rec.key, rec.value, rec.timestamp
+            cols["error_class"][i], cols["error_message"][i] = dead.error_class, dead.message
+        return pd.DataFrame({name: _series(values, self.dtypes[name]) for name, values in cols.items()})
 
     def close(self) -> None:
         """Nothing to release: the state handles belong to Spark."""
