@@ -64,8 +64,8 @@ def topic_factory(broker: LocalBroker) -> Callable[..., list[str]]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A local[2] Spark session: small shuffle, no UI, workers on this venv's Python."""
-    from streamwarden.spark_session import build_spark_session
     from streamwarden.settings import load_settings
+    from streamwarden.spark_session import build_spark_session
 
     session = build_spark_session(load_settings(spark_master="local[2]", shuffle_partitions=2),
                                   app_name="streamwarden-tests")

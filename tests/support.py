@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka import Producer
+
 from streamwarden.checkpoint import commit_batches, committed_offsets, offset_batches
 from streamwarden.settings import Settings, load_settings
 

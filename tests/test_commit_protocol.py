@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
+
 from streamwarden.chaos import CHAOS_ENV
 from streamwarden.failures import FailureClass, classify
 from streamwarden.sink import commit_protocol

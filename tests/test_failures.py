@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
+
 from streamwarden.failures import (
     EXIT_ALREADY_RUNNING,
     EXIT_CODES,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+
 from streamwarden.broker import free_port
 from streamwarden.producer import (
     ProducerOptions,

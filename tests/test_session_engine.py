@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from sessions_fixtures import (
     ALL_TRAFFIC,
     DAMAGED_INDEX,

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 from streamwarden.broker import LocalBroker
-from streamwarden.checkpoint import commit_batches, offset_batches
 from streamwarden.chaos import CHAOS_ENV
+from streamwarden.checkpoint import commit_batches, offset_batches
 from streamwarden.heartbeat import read_heartbeat
 from streamwarden.sink.commit_protocol import load_manifests
 from streamwarden.verify import verify_table
+from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 

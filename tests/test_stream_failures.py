@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from streamwarden.broker import LocalBroker, free_port
 from streamwarden.failures import EXIT_CODES, FailureClass, read_failure
 from streamwarden.kafka_admin import create_topics, delete_topics

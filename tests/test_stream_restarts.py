@@ -10,13 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 from streamwarden.broker import LocalBroker
 from streamwarden.checkpoint import commit_batches
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass, read_failure
 from streamwarden.kafka_admin import create_topics, delete_topics
 from streamwarden.verify import verify_table
+from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 

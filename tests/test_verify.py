@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
+
 from streamwarden.verify import DuplicateOffset, Reader, verify_table
 from test_commit_protocol import RANGES, TABLE, commit_batch, fresh  # type: ignore[import-not-found, unused-ignore]
 

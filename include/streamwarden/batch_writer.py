@@ -61,6 +61,9 @@ class ParquetBatchWriter:
             else:
                 pending.append((sink, plan))
         if not pending:
+            # Still evaluate the batch: a stateful operator must commit its state for every batch id
+            # (Spark validates it), also when the output of a replayed or empty batch is already at rest.
+            frame.write.format("noop").mode("overwrite").save()
             return
         shared = len(pending) > 1  # computed once: a stateful batch must not be evaluated twice
         if shared:

@@ -44,7 +44,7 @@ def run_stream(settings: Settings) -> int:
         if settings.failure_path.exists():
             settings.failure_path.replace(settings.failure_path.with_name("previous_failure.json"))
         return _run(settings)
-    except BaseException as exc:  # noqa: BLE001 - every failure is classified and documented
+    except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             log.warning("interrupted")
             return 130

@@ -11,11 +11,12 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     YamlConfigSettingsSource,
@@ -95,7 +96,7 @@ class Settings(BaseSettings):
         "list_offsets: trust ListOffsets(latest) (cheaper, Apache Kafka only).",
     )
     output_compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
-    output_partition_by: tuple[str, ...] = Field(
+    output_partition_by: Annotated[tuple[str, ...], NoDecode] = Field(
         PARTITION_COLUMNS, description="Folder partitioning of the output: any of topic, date, hour."
     )
     query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$")

@@ -52,9 +52,10 @@ def offsets_by_table(root: Path, tables: list[str]) -> dict[str, set[tuple[str, 
     found: dict[str, set[tuple[str, int, int]]] = {}
     for name in tables:
         folder = root / name
-        if not folder.exists():
+        dataset = ds.dataset(folder, format="parquet", partitioning="hive") if folder.exists() else None
+        if dataset is None or not dataset.files:
             found[name] = set()
             continue
-        data = read_table(folder).select(["topic", "partition", "offset"])
+        data = dataset.to_table(columns=["topic", "partition", "offset"])
         found[name] = set(zip(*(data.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True))
     return found

@@ -1,0 +1,4 @@
+"""Airflow side of Streamwarden, laid out like a provider package: hooks, operators (sensors to come).
+
+Everything here only adapts :mod:`streamwarden` (which never imports Airflow) to Airflow.
+"""
