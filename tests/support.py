@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 from confluent_kafka import Producer
 
 from streamwarden.checkpoint import commit_batches, committed_offsets, offset_batches
+from streamwarden.processes import group_members
 from streamwarden.settings import Settings, load_settings
 
 
@@ -98,7 +98,7 @@ class StreamProcess:
         except ProcessLookupError:
             return
         deadline = time.monotonic() + 15
-        while _group_alive(self.process.pid) and time.monotonic() < deadline:
+        while group_members(self.process.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
 
     def stop(self, timeout: float = 120) -> int:
@@ -129,16 +129,6 @@ class StreamProcess:
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
-
-
-def _group_alive(pgid: int) -> bool:
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            continue
-    return False
 
 
 def stream_env(home: Path, bootstrap: str, pattern: str, pipeline: str = "records", **settings: str) -> dict[str, str]:

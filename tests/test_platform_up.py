@@ -16,6 +16,7 @@ import pytest
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING
 from streamwarden.lease import is_held, read_holder
+from streamwarden.processes import group_members
 from streamwarden.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,16 +33,6 @@ def _remember(seen: Seen, processes: list[psutil.Process]) -> None:
         except psutil.NoSuchProcess:
             continue
 
-
-def _group(pgid: int) -> list[psutil.Process]:
-    members = []
-    for process in psutil.process_iter():
-        try:
-            if os.getpgid(process.pid) == pgid:
-                members.append(process)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            continue
-    return members
 
 
 def _still_running(seen: Seen) -> list[str]:
@@ -95,14 +86,14 @@ def test_up_runs_the_platform_and_stops_cleanly(tmp_path: Path) -> None:
             _remember(seen, up_process.children(recursive=True))
             holder = read_holder(settings.lease_path)
             if holder is not None and is_held(settings.lease_path):
-                _remember(seen, _group(holder.pgid))
+                _remember(seen, group_members(holder.pgid))
             parquet = next(settings.root("output").rglob("*.parquet"), None)
             time.sleep(2)
         first_parquet_s = time.monotonic() - started
         _remember(seen, up_process.children(recursive=True))
         stream_holder = read_holder(settings.lease_path)
         assert stream_holder is not None and is_held(settings.lease_path)
-        _remember(seen, _group(stream_holder.pgid))
+        _remember(seen, group_members(stream_holder.pgid))
 
         up.send_signal(signal.SIGINT)
         code = up.wait(EXIT_TIMEOUT)

@@ -21,6 +21,7 @@ import psutil
 
 from streamwarden.atomic import write_bytes_atomic
 from streamwarden.launcher import read_launch_record, running_holder
+from streamwarden.processes import group_members, live
 from streamwarden.settings import Settings
 
 LIFECYCLE_POOL = "stream_lifecycle"
@@ -127,16 +128,7 @@ class _Target:
         return self.pgid != os.getpgrp()
 
     def members(self) -> list[psutil.Process]:
-        if not self.whole_group:
-            return _live([self.pid])
-        found = []
-        for candidate in psutil.pids():
-            try:
-                if os.getpgid(candidate) == self.pgid:
-                    found.append(candidate)
-            except ProcessLookupError:
-                continue
-        return _live(found)
+        return group_members(self.pgid) if self.whole_group else live([self.pid])
 
     def alive(self) -> bool:
         return bool(self.members())
@@ -149,18 +141,6 @@ class _Target:
                 os.kill(self.pid, sig)
         except ProcessLookupError:
             pass
-
-
-def _live(pids: list[int]) -> list[psutil.Process]:
-    processes = []
-    for pid in pids:
-        try:
-            process = psutil.Process(pid)
-            if process.status() != psutil.STATUS_ZOMBIE:
-                processes.append(process)
-        except psutil.NoSuchProcess:
-            continue
-    return processes
 
 
 def _wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:

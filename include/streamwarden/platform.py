@@ -36,6 +36,7 @@ from streamwarden.broker import LOOPBACK, LocalBroker, free_port
 from streamwarden.control import LIFECYCLE_POOL, StopFailedError, stop_stream
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.launcher import REPO_ENV, log_tail, repo_root, venv_bin
+from streamwarden.processes import group_members
 from streamwarden.settings import ENV_PREFIX, Settings
 from streamwarden.status import read_status
 
@@ -368,14 +369,7 @@ def _stop_process(process: subprocess.Popen[bytes], name: str, first: signal.Sig
 
 def _stop_group(pgid: int, grace: float) -> None:
     """Terminate what is left of a process group (Airflow's components after ``standalone`` exited)."""
-    members = []
-    for process in psutil.process_iter():
-        try:
-            if os.getpgid(process.pid) == pgid:
-                members.append(process)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            continue
-    _terminate(members, grace)
+    _terminate(group_members(pgid), grace)
 
 
 def _terminate(processes: list[psutil.Process], grace: float) -> None:
