@@ -120,7 +120,7 @@ def big_workload(broker: LocalBroker) -> dict[str, Any]:
 def test_million_messages_rebuild_every_table_cell_for_cell(
     broker: LocalBroker, big_workload: dict[str, Any], tmp_path: Path, spill: bool
 ) -> None:
-    conf = {"spark.shuffle.spill.numElementsForceSpillThreshold": "1000"} if spill else {}
+    conf = {"spark.shuffle.spill.numElementsForceSpillThreshold": "10000"} if spill else {}
     env = stream_env(tmp_path, broker.bootstrap_servers, big_workload["pattern"], pipeline="sessions",
                      max_offsets_per_trigger="250000", spark_conf=json.dumps(conf))
     job = StreamProcess(env, tmp_path / "stream.log")
