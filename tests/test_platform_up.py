@@ -87,7 +87,8 @@ def test_up_runs_the_platform_and_stops_cleanly(tmp_path: Path) -> None:
             holder = read_holder(settings.lease_path)
             if holder is not None and is_held(settings.lease_path):
                 _remember(seen, group_members(holder.pgid))
-            parquet = next(settings.root("output").rglob("*.parquet"), None)
+            parquet = next((p for p in (settings.root("output") / "session_rows").rglob("*.parquet")
+                            if "_staging" not in p.parts), None)
             time.sleep(2)
         first_parquet_s = time.monotonic() - started
         _remember(seen, up_process.children(recursive=True))
