@@ -263,3 +263,19 @@ def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
     assert job.wait_exit(300) == EXIT_CODES[FailureClass.CONFIG], job.log_tail()
     failure = read_failure(job.settings.failure_path)
     assert failure is not None and "EventCounter" in failure.message and "refusing to start" in failure.message
+
+
+def test_session_timeout_releases_the_state_of_a_silent_session(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    (topic,) = topic_factory(1, partitions=1)
+    first = produce_messages(broker.bootstrap_servers, topic, CLEAN[:2])
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="3s")
+    job.start()
+    job.wait_until(lambda: job.caught_up({topic: {0: len(first)}}), 300, "the session's first events")
+    time.sleep(8)  # silent for longer than the timeout: the state expires
+    produce_messages(broker.bootstrap_servers, topic, CLEAN[2:3])
+    expected = {(topic, 0, o) for o in range(3)}
+    job.wait_until(lambda: _accounted(job, expected), 120, "the late update accounted")
+    assert job.stop() == 0, job.log_tail()
+    assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
