@@ -19,7 +19,7 @@ run: $(STAMP)
 	$(BIN)/streamwarden up
 
 lint: $(STAMP)
-	$(BIN)/ruff check include plugins jobs dags tests bench
+	$(BIN)/ruff check include plugins jobs dags tests $(wildcard bench)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy include plugins jobs
