@@ -31,6 +31,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.streaming.metricsEnabled": "true",
+        # transformWithState in ProcessingTime mode (needed for the TTL session timeout) would otherwise
+        # run an empty micro-batch every trigger, forever: CPU burnt while idle and no idle events for
+        # the heartbeat. TTL is still enforced on the next batch with data.
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     }
     conf.update(settings.spark_conf)
     return conf
