@@ -89,17 +89,24 @@ def list_offsets_watermarks(
 
 
 def fetch_high_watermarks(
-    consumer: Consumer, partitions: Iterable[TopicPartitionId], timeout: float = 10.0
+    consumer: Consumer,
+    partitions: Iterable[TopicPartitionId],
+    timeout: float = 10.0,
+    known: dict[TopicPartitionId, tuple[int, int]] | None = None,
 ) -> dict[TopicPartitionId, tuple[int, int]]:
     """(low, high) per partition with ``high`` taken from a fetch response (right on every broker).
 
     For each non-empty partition the consumer is assigned at ``listed_high - 1`` (the start of the last
     batch on Tansu, the last record on Kafka) and polled until that partition returns a record or EOF;
-    the watermark cached from that fetch is the log end.
+    the watermark cached from that fetch is the log end. ``known`` (listed high -> exact high per
+    partition, updated in place) skips the fetch for partitions whose listed end has not moved: a new
+    batch always moves it, so only partitions with new data are fetched.
     """
     listed = list_offsets_watermarks(consumer, partitions, timeout)
-    pending = {tp for tp, (low, high) in listed.items() if high > low}
-    result = dict(listed)
+    memo = {} if known is None else known
+    result = {tp: (low, memo[tp][1]) if tp in memo and memo[tp][0] == high else (low, high)
+              for tp, (low, high) in listed.items()}
+    pending = {tp for tp, (low, high) in listed.items() if high > low and memo.get(tp, (-1, -1))[0] != high}
     if not pending:
         return result
     consumer.assign([TopicPartition(tp.topic, tp.partition, listed[tp][1] - 1) for tp in sorted(pending)])
@@ -123,6 +130,7 @@ def fetch_high_watermarks(
     if pending:
         names = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(pending))
         raise EnvironmentFailure(f"no fetch response for {names} within {timeout:.0f}s")
+    memo.update({tp: (listed[tp][1], high) for tp, (_, high) in result.items()})
     return result
 
 

@@ -109,10 +109,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = options
         self._consumer: Any = None
         self._latest: OffsetDoc | None = None
+        self._known_ends: dict[TopicPartitionId, tuple[int, int]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_consumer"] = None  # never ship the driver's client to executors
+        state["_known_ends"] = {}
         return state
 
     # -- driver side ---------------------------------------------------------------------------
@@ -123,7 +125,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _watermarks(self, partitions: list[TopicPartitionId]) -> dict[TopicPartitionId, tuple[int, int]]:
         if self.options.watermark_source == "fetch":
-            return fetch_high_watermarks(self._meta(), partitions)
+            return fetch_high_watermarks(self._meta(), partitions, known=self._known_ends)
         return list_offsets_watermarks(self._meta(), partitions)
 
     def initialOffset(self) -> dict[str, Any]:
