@@ -1,71 +1,109 @@
 """
-### Stream supervisor
+### Stream supervisor: the warden of the Streamwarden stream
 
-Keeps the Streamwarden stream (Kafka -> Spark Structured Streaming -> Parquet) running.
+Keeps the stream (Kafka -> Spark Structured Streaming -> Parquet) alive, never runs two, and calls a
+person, with the reason and the next step, for what a restart cannot fix. Every two minutes:
 
-Every two minutes:
+1. **check_health** (sensor, reschedule mode) judges the stream and pushes the verdict (JSON) to XCom;
+   the log shows it as a table. While the stream is *starting* it waits without holding a worker slot.
+2. **decide_action** branches on the verdict:
+   - `HEALTHY` (or `STARTING`) -> **healthy**: nothing to do;
+   - `DEGRADED` -> **notify_degraded**: an alert, no restart;
+   - `DEAD`, `HUNG` or `FAILED(ENVIRONMENT)` -> **wait_for_backoff** (sensor, reschedule mode) ->
+     **restart_stream**: drain (stop marker), SIGTERM, then SIGKILL (a SIGSTOPped process is killed at
+     once: it can neither drain nor handle SIGTERM), then `spark-submit jobs/stream.py` *detached* with the
+     same checkpoint; the task ends once the new driver holds the checkpoint lease;
+   - `FAILED(DATA_LOSS | INTEGRITY | MALFORMED | CONFIG | BUG)`, or the circuit breaker open ->
+     **escalate**: an alert with the failure document and the recovery action, and the run fails (red).
+     Nothing restarts until a person acts.
 
-1. **check_health** reads the stream's status from its files (checkpoint lease, heartbeat,
-   `last_failure.json`), logs it as a table and pushes it to XCom.
-2. **choose_action** branches:
-   - not running -> **start_stream** launches `spark-submit jobs/stream.py` *detached* and ends as soon
-     as the stream holds its checkpoint lease (no worker slot is held while the stream runs);
-   - running and `force_restart` -> **stop_stream** (stop marker, drain, then SIGTERM/SIGKILL) and
-     **start_stream**;
-   - running -> **healthy**.
+#### Signals and their settings (`STREAMWARDEN_WARDEN_*`, read by the workers)
 
-Start and stop run in the `stream_lifecycle` pool (1 slot; `streamwarden up` creates it, elsewhere:
-`airflow pools set stream_lifecycle 1 "Streamwarden start/stop"`), so they never overlap. The stream
-refuses to start twice on one checkpoint (lease), whatever triggers it.
+- **alive**: a live process holds the checkpoint lease (a stopped one is alive but shows `stopped`).
+- **starting**: launched, no lease or first heartbeat yet, for at most `STARTUP_GRACE` (240s).
+- **progressing**: heartbeat age <= max(3 x trigger interval, `HEARTBEAT_FLOOR` (180s)), and the batch id
+  moves within that time while records wait. Otherwise `HUNG` and restarted: raise the floor if a healthy
+  batch can take longer (first stateful batch, a big backlog).
+- **keeping up** (judged only while records wait): processed >= `KEEPUP_RATIO` (0.8) x input rows/s, and
+  batch duration <= `BATCH_OVERRUN` (3) x trigger interval.
+- **lag**: high watermark - committed offset per partition, max and total; Burrow's rules over the last
+  `LAG_WINDOW` (10) checks: OK; WARN (offsets move, lag never shrinks); STALL (offset still, lag stays or
+  grows); STOP (nothing committed for longer than the window's commits span); ERR (offset rewound).
+- **retention risk**: the oldest unprocessed record is older than `RETENTION_RISK` (0.5) x the topic's
+  `retention.ms` (a topic that does not report `retention.ms` has unknown retention: no verdict).
+- **backoff**: the k-th start within an hour waits `BACKOFF_BASE` (30s) x 2^(k-2) after the previous one,
+  at most `BACKOFF_MAX` (600s).
+- **circuit breaker**: `MAX_RESTARTS_PER_HOUR` (3) starts within an hour stop automatic restarts (alert,
+  the run fails).
+- **stop**: drain for `DRAIN_TIMEOUT` (120s), then SIGTERM, then SIGKILL after `TERM_TIMEOUT` (30s).
 
-Manual runs take `force_restart` and a free-text `reason` (logged by the start/stop steps).
-To stop the stream for good: pause this DAG, then `streamwarden stop --wait 120`.
+Alerts go to the task log, to `STREAMWARDEN_WARDEN_WEBHOOK_URL` (JSON POST) and to
+`STREAMWARDEN_WARDEN_EMAIL_TO` through the `smtp_default` connection, when set; all are recorded in
+`<run_root>/alerts.jsonl`. Each carries the verdict, the failure class and document, the last progress and
+the next action. Restarts are recorded in `<run_root>/warden/restarts.json`, lag windows in
+`<run_root>/warden/health.json`.
 
-Settings: `STREAMWARDEN_*` in the environment of the Airflow workers. Spark: connection `spark_default`,
-whose master must equal `STREAMWARDEN_SPARK_MASTER`.
+#### What to do
+
+- **escalate failed with a failure class**: follow the recovery action in the alert (also in the task log),
+  then trigger this DAG with `force_restart=true` and a `reason`: that overrides the failure and the breaker.
+- **circuit breaker open**: read `run/logs/stream-*.log` and `run/last_failure.json`; fix, then force a
+  restart as above (or wait: the breaker closes when the oldest start leaves the hour).
+- **DEGRADED**: watch the lag table; add cores/executors, or raise `STREAMWARDEN_MAX_OFFSETS_PER_TRIGGER`.
+- **Stop the stream for good**: pause this DAG, then `streamwarden stop --wait 120`.
+
+#### Never two
+
+`restart_stream` runs in the `stream_lifecycle` pool (1 slot; `streamwarden up` creates it, elsewhere:
+`airflow pools set stream_lifecycle 1 "Streamwarden start/stop"`), and so must every task of any DAG that
+starts or stops the stream. It leaves alone a stream someone else started since the check. The job's
+checkpoint lease is the last guard: a second job on the same checkpoint exits 73, whoever starts it.
+The stream runs detached (its own session), so no worker slot is held for its lifetime.
+
+Spark: connection `spark_default`, whose master must equal `STREAMWARDEN_SPARK_MASTER`.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Param, TriggerRule, task
+from airflow.sdk import DAG, Param
 
-from streamwarden.control import next_action
-from streamwarden_airflow.operators import StartStreamOperator, StopStreamOperator, StreamStatusOperator
+from streamwarden.warden_settings import load_warden_settings
+from streamwarden_airflow.operators import AlertOperator, DecideOperator, RestartStreamOperator
+from streamwarden_airflow.sensors import BackoffSensor, StreamHealthSensor
 
-ACTION_TASKS = {"start": ["start_stream"], "restart": ["stop_stream", "start_stream"], "healthy": ["healthy"]}
+warden = load_warden_settings()
 
 with DAG(
     dag_id="stream_supervisor",
-    description="Keep the Streamwarden stream running: check health, start it when it is not running.",
+    description="The warden: judge the stream's health, restart what a restart fixes, call a person otherwise.",
     doc_md=__doc__,
     schedule="*/2 * * * *",
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
-    dagrun_timeout=timedelta(minutes=10),
+    dagrun_timeout=timedelta(seconds=warden.backoff_max + warden.startup_grace + 600),
     default_args={"owner": "streamwarden", "retries": 0},
     tags=["streamwarden", "stream", "lifecycle"],
     params={
-        "force_restart": Param(False, type="boolean", description="Stop and start a running stream."),
-        "reason": Param("", type="string", description="Why this run was triggered (logged)."),
+        "force_restart": Param(False, type="boolean",
+                               description="Restart now, overriding a failure class, the backoff and the breaker."),
+        "reason": Param("", type="string", description="Why this run was triggered (logged, and in alerts)."),
     },
 ) as dag:
-    check_health = StreamStatusOperator(task_id="check_health")
-
-    @task.branch(task_id="choose_action")
-    def choose_action(status: dict[str, Any], **context: Any) -> list[str]:
-        """Start a stopped stream, restart on request, otherwise nothing to do."""
-        return ACTION_TASKS[next_action(status["running"], bool(context["params"]["force_restart"]))]
-
-    stop_stream = StopStreamOperator(task_id="stop_stream")
-    start_stream = StartStreamOperator(task_id="start_stream",
-                                       trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+    check_health = StreamHealthSensor(task_id="check_health", poke_interval=warden.poke_interval,
+                                      timeout=2 * warden.startup_grace)
+    decide_action = DecideOperator(task_id="decide_action", health_task_id="check_health")
     healthy = EmptyOperator(task_id="healthy")
+    notify_degraded = AlertOperator(task_id="notify_degraded", health_task_id="check_health",
+                                    decide_task_id="decide_action")
+    wait_for_backoff = BackoffSensor(task_id="wait_for_backoff", poke_interval=warden.poke_interval,
+                                     timeout=warden.backoff_max + 60)
+    restart_stream = RestartStreamOperator(task_id="restart_stream", health_task_id="check_health")
+    escalate = AlertOperator(task_id="escalate", health_task_id="check_health", decide_task_id="decide_action",
+                             fail_run=True)
 
-    decision = choose_action(check_health.output)
-    decision >> [stop_stream, start_stream, healthy]
-    stop_stream >> start_stream
+    check_health >> decide_action >> [healthy, notify_degraded, wait_for_backoff, escalate]
+    wait_for_backoff >> restart_stream

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from streamwarden.failures import EXIT_CODES, FailureClass
-from streamwarden.job import run_stream
-from streamwarden.settings import SettingsError, load_settings
-
-
-def main() -> int:
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        print(f"streamwarden: {exc}", file=sys.stderr)
-        return EXIT_CODES[FailureClass.CONFIG]
-    return run_stream(settings)
-
+from streamwarden.job import run_stream_from_environment
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stream_from_environment())

@@ -7,6 +7,7 @@ the checkpoint lease like the job does and then drains on the stop marker, ignor
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import textwrap
 import threading
@@ -20,7 +21,6 @@ import pytest
 from streamwarden.control import (
     EXIT_STOP_TIMEOUT,
     StopMethod,
-    next_action,
     request_stop,
     stop_stream,
 )
@@ -121,6 +121,19 @@ def test_stop_escalates(settings: Settings, stand_in: Callable[[str], CommandBui
     assert not settings.stop_marker_path.exists(), "a marker the job never saw must not stop the next start"
 
 
+def test_a_stopped_stream_is_killed_without_waiting_for_a_drain(settings: Settings,
+                                                               stand_in: Callable[[str], CommandBuilder]) -> None:
+    """SIGTERM stays pending on a SIGSTOPped process and it cannot drain: it is SIGKILLed at once."""
+    pid = start_stream_detached(settings, build_command=stand_in("drain"), lease_timeout=30)
+    os.kill(pid, signal.SIGSTOP)
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        time.sleep(0.05)
+    outcome = stop_stream(settings, drain_timeout=60, term_timeout=5)
+    assert (outcome.method, outcome.pid) == (StopMethod.KILLED, pid)
+    assert outcome.seconds < 10, "no drain wait for a stopped process"
+    assert _gone(pid) and not is_held(settings.lease_path)
+
+
 def test_stop_wait_times_out(settings: Settings, stand_in: Callable[[str], CommandBuilder],
                              capsys: pytest.CaptureFixture[str]) -> None:
     start_stream_detached(settings, build_command=stand_in("ignore-marker"), lease_timeout=30)
@@ -169,9 +182,3 @@ def test_stop_reaches_a_stream_that_has_no_lease_yet(settings: Settings,
     launcher.join(10)
     assert outcome.method is StopMethod.TERMINATED
     assert len(errors) == 1 and isinstance(errors[0], StreamLaunchFailedError)
-
-
-@pytest.mark.parametrize(("running", "force", "action"), [
-    (False, False, "start"), (False, True, "start"), (True, False, "healthy"), (True, True, "restart")])
-def test_next_action(running: bool, force: bool, action: str) -> None:
-    assert next_action(running, force) == action

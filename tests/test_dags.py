@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streamwarden.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.lease import CheckpointLease
 from streamwarden.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
-# start/stop are marked successful instead of run: launching the real stream is the end-to-end test's job.
-LIFECYCLE_TASKS = r"^(start_stream|stop_stream)$"
+# restart is marked successful instead of run: launching the real stream is tests/test_supervisor.py's job.
+LIFECYCLE_TASKS = r"^restart_stream$"
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +42,16 @@ def test_supervisor_shape(dagbag: Any) -> None:
     assert set(dag.params.keys()) == {"force_restart", "reason"}
     assert dag.params["force_restart"] is False
     assert dag.max_active_runs == 1 and dag.catchup is False
-    assert {t.task_id: t.pool for t in dag.tasks if t.task_id.endswith("_stream")} == {
-        "start_stream": "stream_lifecycle", "stop_stream": "stream_lifecycle"}
-    assert dag.get_task("check_health").downstream_task_ids == {"choose_action"}
-    assert dag.get_task("choose_action").downstream_task_ids == {"start_stream", "stop_stream", "healthy"}
+    assert dag.get_task("restart_stream").pool == "stream_lifecycle"
+    assert {t.task_id for t in dag.tasks if t.pool == "stream_lifecycle"} == {"restart_stream"}
+    assert {t.task_id: t.mode for t in dag.tasks if hasattr(t, "poke")} == {
+        "check_health": "reschedule", "wait_for_backoff": "reschedule"}
+    assert dag.get_task("check_health").downstream_task_ids == {"decide_action"}
+    assert dag.get_task("decide_action").downstream_task_ids == {
+        "healthy", "notify_degraded", "wait_for_backoff", "escalate"}
+    assert dag.get_task("wait_for_backoff").downstream_task_ids == {"restart_stream"}
+    for signal in ("HEARTBEAT_FLOOR", "MAX_RESTARTS_PER_HOUR", "LAG_WINDOW", "RETENTION_RISK", "force_restart"):
+        assert signal in dag.doc_md
 
 
 def _run_supervisor(conf: dict[str, Any] | None = None) -> dict[str, str | None]:
@@ -59,27 +67,32 @@ def _run_supervisor(conf: dict[str, Any] | None = None) -> dict[str, str | None]
 def stream_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Settings of the tasks (they run in this process) pointing at empty temp roots."""
     monkeypatch.setenv("STREAMWARDEN_HOME", str(tmp_path))
+    monkeypatch.setenv("STREAMWARDEN_BOOTSTRAP_SERVERS", "127.0.0.1:9")  # no broker: lag unknown, not fatal
+    monkeypatch.setenv("STREAMWARDEN_WARDEN_BROKER_TIMEOUT", "1s")
     return tmp_path
 
 
 @pytest.mark.usefixtures("airflow_db", "stream_home")
-def test_supervisor_starts_a_stream_that_is_not_running() -> None:
+def test_supervisor_restarts_a_stream_that_is_not_running() -> None:
     states = _run_supervisor()
-    assert states == {"check_health": "success", "choose_action": "success", "start_stream": "success",
-                      "stop_stream": "skipped", "healthy": "skipped"}
+    assert states == {"check_health": "success", "decide_action": "success", "wait_for_backoff": "success",
+                      "restart_stream": "success", "healthy": "skipped", "notify_degraded": "skipped",
+                      "escalate": "skipped"}
 
 
 @pytest.mark.usefixtures("airflow_db", "stream_home")
 @pytest.mark.parametrize(("force_restart", "expected"), [
-    (False, {"healthy": "success", "start_stream": "skipped", "stop_stream": "skipped"}),
-    (True, {"healthy": "skipped", "start_stream": "success", "stop_stream": "success"}),
+    # alive and progressing, but the broker is unreachable: degraded, an alert and no restart
+    (False, {"healthy": "skipped", "notify_degraded": "success", "restart_stream": "skipped"}),
+    (True, {"healthy": "skipped", "notify_degraded": "skipped", "restart_stream": "success"}),
 ])
 def test_supervisor_with_a_running_stream(force_restart: bool, expected: dict[str, str]) -> None:
     settings = load_settings()
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):  # this process is "the stream"
+        write_heartbeat(settings.heartbeat_path, Heartbeat("idle", "q", "r", os.getpid(), batch_id=0))
         states = _run_supervisor({"force_restart": force_restart, "reason": "test"})
     assert {k: states[k] for k in expected} == expected
-    assert states["check_health"] == states["choose_action"] == "success"
+    assert states["check_health"] == states["decide_action"] == "success"
 
 
 def test_spark_submit_command_comes_from_the_spark_connection(tmp_path: Path,

@@ -76,3 +76,15 @@ def test_cli_exits_nonzero_with_one_clear_message(tmp_path: Path) -> None:
     assert result.returncode == 78
     assert "STREAMWARDEN_INTEGRITY_TIER='bogus'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_stream_with_invalid_settings_documents_a_config_failure(tmp_path: Path) -> None:
+    from streamwarden.failures import FailureClass, read_failure
+
+    env = {**os.environ, "STREAMWARDEN_HOME": str(tmp_path), "STREAMWARDEN_TRIGGER_INTERVAL": "soon"}
+    result = subprocess.run([sys.executable, "-m", "streamwarden", "stream"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 78
+    failure = read_failure(tmp_path / "run" / "last_failure.json")
+    assert failure is not None and failure.failure_class is FailureClass.CONFIG
+    assert "STREAMWARDEN_TRIGGER_INTERVAL" in failure.message

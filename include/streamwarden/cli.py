@@ -36,10 +36,11 @@ def _produce(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _stream(settings: Settings, args: argparse.Namespace) -> int:
-    from streamwarden.job import run_stream
+def _stream() -> int:
+    """Loads its own settings: invalid ones are documented in last_failure.json for the warden."""
+    from streamwarden.job import run_stream_from_environment
 
-    return run_stream(settings)
+    return run_stream_from_environment()
 
 
 def _stop(settings: Settings, args: argparse.Namespace) -> int:
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce = sub.add_parser("produce", help="simulate collection points publishing snapshot/update sessions")
     producer.add_arguments(produce)
     produce.set_defaults(func=_produce)
-    sub.add_parser("stream", help="run the streaming job in the foreground").set_defaults(func=_stream)
+    sub.add_parser("stream", help="run the streaming job in the foreground")
     stop = sub.add_parser("stop", help="drain and stop the running stream (graceful)")
     stop.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                       help="wait up to SECONDS for the stream to exit (default: do not wait)")
@@ -90,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "stream":
+        return _stream()
     try:
         settings = load_settings()
     except SettingsError as exc:

@@ -1,8 +1,9 @@
-"""Stopping the stream (gracefully first) and the supervisor's decision whether to start it.
+"""Stopping the stream, gracefully first.
 
 Graceful stop: the stop marker (``<run_root>/stop``) makes the job drain its current batch and exit 0;
 the job deletes the marker on exit. Only when the drain does not finish in time is the holder's process
-group signalled: SIGTERM, then SIGKILL.
+group signalled: SIGTERM, then SIGKILL. A stopped (SIGSTOPped) process can neither drain nor act on
+SIGTERM, so a group with a stopped member is killed at once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
@@ -28,7 +29,6 @@ LIFECYCLE_POOL = "stream_lifecycle"
 """Airflow pool (1 slot) every task that starts or stops the stream runs in."""
 EXIT_STOP_TIMEOUT = 124
 """``streamwarden stop --wait S`` exit code when the stream still runs after S seconds."""
-Action = Literal["start", "restart", "healthy"]
 
 
 class StopMethod(StrEnum):
@@ -54,13 +54,6 @@ class StopOutcome:
 
 class StopFailedError(RuntimeError):
     """The stream could not be stopped (still alive after SIGKILL, or held from another host)."""
-
-
-def next_action(running: bool, force_restart: bool) -> Action:
-    """The supervisor's decision: start a stopped stream, restart on request, else nothing to do."""
-    if not running:
-        return "start"
-    return "restart" if force_restart else "healthy"
 
 
 def request_stop(settings: Settings, wait: float | None) -> int:
@@ -104,11 +97,17 @@ def stop_stream(settings: Settings, drain_timeout: float = 120.0, term_timeout: 
         pid, group = record.pid, record.pid
     target = _Target(pid, group)
 
-    if holder is not None:
+    if holder is not None and not target.stopped():
         write_bytes_atomic(settings.stop_marker_path, b"")
-        if _wait_until(lambda: running_holder(settings) is None and not target.alive(), drain_timeout):
+
+        def drained() -> bool:
+            return running_holder(settings) is None and not target.alive()
+
+        if _wait_until(lambda: drained() or target.stopped(), drain_timeout) and drained():
             return StopOutcome(StopMethod.DRAINED, pid, time.monotonic() - started)
     for sig, method in ((signal.SIGTERM, StopMethod.TERMINATED), (signal.SIGKILL, StopMethod.KILLED)):
+        if sig == signal.SIGTERM and target.stopped():
+            continue  # SIGTERM would stay pending on a stopped process
         target.signal(sig)
         if _wait_until(lambda: not target.alive(), term_timeout):
             settings.stop_marker_path.unlink(missing_ok=True)  # the job had no chance to remove it
@@ -132,6 +131,16 @@ class _Target:
 
     def alive(self) -> bool:
         return bool(self.members())
+
+    def stopped(self) -> bool:
+        """True when a member is stopped (SIGSTOP): it cannot drain, and SIGTERM would stay pending."""
+        for process in self.members():
+            try:
+                if process.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                    return True
+            except psutil.NoSuchProcess:
+                continue
+        return False
 
     def signal(self, sig: signal.Signals) -> None:
         try:

@@ -9,14 +9,23 @@ code of its class.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamwarden.checkpoint import commit_batches, offset_batches
-from streamwarden.failures import EXIT_ALREADY_RUNNING, classify, write_failure
+from streamwarden.failures import (
+    EXIT_ALREADY_RUNNING,
+    EXIT_CODES,
+    FailureClass,
+    FailureDocument,
+    classify,
+    write_failure,
+)
 from streamwarden.lease import CheckpointLease, LeaseHeldError
-from streamwarden.settings import Settings
+from streamwarden.settings import ENV_PREFIX, Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -27,6 +36,25 @@ log = logging.getLogger("streamwarden.job")
 def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run_stream_from_environment() -> int:
+    """Load the settings and run; invalid settings are a documented CONFIG failure, not a silent exit.
+
+    The warden decides from ``last_failure.json``: without it a bad setting would look like a dead
+    stream and be restarted until the circuit breaker trips. The run root is then taken from
+    ``STREAMWARDEN_RUN_ROOT`` or ``STREAMWARDEN_HOME`` as far as they can be read.
+    """
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"streamwarden: {exc}", file=sys.stderr)
+        home = Path(os.environ.get(f"{ENV_PREFIX}HOME", ".streamwarden"))
+        run_root = Path(os.environ.get(f"{ENV_PREFIX}RUN_ROOT", home / "run"))
+        document = FailureDocument(FailureClass.CONFIG, str(exc), EXIT_CODES[FailureClass.CONFIG])
+        write_failure(run_root / "last_failure.json", document)
+        return document.exit_code
+    return run_stream(settings)
 
 
 def run_stream(settings: Settings) -> int:

@@ -1,4 +1,4 @@
-"""Airflow side of Streamwarden, laid out like a provider package: hooks, operators (sensors to come).
+"""Airflow side of Streamwarden, laid out like a provider package: hooks, sensors, operators.
 
 Everything here only adapts :mod:`streamwarden` (which never imports Airflow) to Airflow.
 """

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.smtp.hooks.smtp import SmtpHook
 from airflow.sdk import BaseHook
 
+from streamwarden.alerts import Alert, Notifier, alerts_path, dispatch, notifiers
 from streamwarden.control import StopOutcome, stop_stream
+from streamwarden.health import Assessment, assess
 from streamwarden.launcher import start_stream_detached, venv_bin
+from streamwarden.restart_policy import RestartHistory, load_history, save_history
 from streamwarden.settings import Settings, load_settings
-from streamwarden.status import StreamStatus, read_status
+from streamwarden.warden_settings import WardenSettings, load_warden_settings
 
 
 class StreamwardenHook(BaseHook):
-    """Reads the stream's status, starts it detached through spark-submit, stops it gracefully.
+    """Judges the stream's health, starts it detached through spark-submit, stops it, sends alerts.
 
     The spark-submit command comes from the Spark provider and the ``spark_conn_id`` connection; its
     master must equal ``STREAMWARDEN_SPARK_MASTER`` (a missing connection silently means YARN in the
@@ -29,9 +34,16 @@ class StreamwardenHook(BaseHook):
         super().__init__()
         self.spark_conn_id = spark_conn_id
         self.settings: Settings = load_settings()
+        self.warden: WardenSettings = load_warden_settings()
 
-    def status(self) -> StreamStatus:
-        return read_status(self.settings)
+    def assess(self) -> Assessment:
+        return assess(self.settings, self.warden)
+
+    def history(self) -> RestartHistory:
+        return load_history(self.settings)
+
+    def record_start(self, at: float) -> None:
+        save_history(self.settings, self.history().with_start(at))
 
     def spark_submit_command(self, settings: Settings, application: Path) -> list[str]:
         """The provider's spark-submit command for ``application``, run by this environment's binary."""
@@ -48,10 +60,20 @@ class StreamwardenHook(BaseHook):
             command[0] = str(local_binary)
         return command
 
-    def start_stream(self, lease_timeout: float) -> int:
+    def start_stream(self) -> int:
         """Launch the stream detached; the pid of its driver once it holds the lease."""
         return start_stream_detached(self.settings, build_command=self.spark_submit_command,
-                                     lease_timeout=lease_timeout)
+                                     lease_timeout=self.warden.lease_timeout)
 
-    def stop_stream(self, drain_timeout: float, term_timeout: float) -> StopOutcome:
-        return stop_stream(self.settings, drain_timeout=drain_timeout, term_timeout=term_timeout)
+    def stop_stream(self) -> StopOutcome:
+        return stop_stream(self.settings, drain_timeout=self.warden.drain_timeout,
+                           term_timeout=self.warden.term_timeout)
+
+    def send_alert(self, alert: Alert) -> dict[str, str]:
+        """Deliver through the log, the webhook and e-mail (when configured); recorded in alerts.jsonl."""
+        backends: list[Notifier] = notifiers(self.warden, logging.getLogger("streamwarden.alerts"), self._send_email)
+        return dispatch(alert, backends, alerts_path(self.settings))
+
+    def _send_email(self, recipients: list[str], subject: str, html: str) -> None:
+        with SmtpHook(smtp_conn_id=self.warden.smtp_conn_id) as smtp:
+            smtp.send_email_smtp(to=recipients, subject=subject, html_content=html)

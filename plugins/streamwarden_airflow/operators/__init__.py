@@ -1,9 +1,5 @@
-"""Operators: one step of the stream's lifecycle each."""
+"""Operators: one step of the warden each (decide, restart, alert)."""
 
-from streamwarden_airflow.operators.stream import (
-    StartStreamOperator,
-    StopStreamOperator,
-    StreamStatusOperator,
-)
+from streamwarden_airflow.operators.stream import AlertOperator, DecideOperator, RestartStreamOperator
 
-__all__ = ["StartStreamOperator", "StopStreamOperator", "StreamStatusOperator"]
+__all__ = ["AlertOperator", "DecideOperator", "RestartStreamOperator"]

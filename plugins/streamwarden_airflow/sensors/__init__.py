@@ -1,0 +1,5 @@
+"""Sensors: wait for a judgeable stream, and for the restart backoff, without holding a worker slot."""
+
+from streamwarden_airflow.sensors.stream import BackoffSensor, StreamHealthSensor
+
+__all__ = ["BackoffSensor", "StreamHealthSensor"]
