@@ -6,6 +6,7 @@ test module can import it.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -28,6 +29,7 @@ os.environ.update({
     "PYSPARK_PYTHON": sys.executable,
     "PYSPARK_DRIVER_PYTHON": sys.executable,
 })
+logging.getLogger("py4j").setLevel(logging.WARNING)  # its exit-time INFO lines outlive pytest's capture
 for _name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
     del os.environ[_name]  # tests build their own settings; a developer's shell must not leak in
 
