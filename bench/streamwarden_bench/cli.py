@@ -1,0 +1,217 @@
+"""``python -m streamwarden_bench``: one seeded workload, then baseline, peer and Streamwarden on the same data.
+
+Writes ``<results>/<date>-<host>.json``, a PNG chart and a markdown summary beside it. Exit 0 when every
+engine that ran produced verified output, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pyspark
+
+from streamwarden.broker import LocalBroker
+
+from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
+from .report import chart, markdown, ratios
+from .stream import run_latency_and_restart, run_throughput
+from .verify import verify_streamwarden
+from .workload import WorkloadSpec, generate
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="streamwarden_bench", description=__doc__.splitlines()[0])
+    add = p.add_argument
+    add("--messages", type=int, default=2_000_000, help="messages of the main workload (default %(default)s)")
+    add("--topics", type=int, default=3)
+    add("--partitions", type=int, default=4)
+    add("--sessions", type=int, default=200, help="sessions open at once, over all topics")
+    add("--rows", type=int, default=100, help="rows per snapshot")
+    add("--updates-per-session", type=int, default=200)
+    add("--pad-to", type=int, default=0, metavar="BYTES", help="pad every message to at least BYTES")
+    add("--seed", type=int, default=1)
+    add("--max-offsets-per-trigger", type=int, default=500_000,
+        help="batch size cap (lowered to a quarter of the messages, so that 3 batches follow the first)")
+    add("--trigger", default="5s", help="STREAMWARDEN_TRIGGER_INTERVAL (default: the job's default, %(default)s)")
+    add("--latency-seconds", type=float, default=60.0,
+        help="seconds at half the steady rate for latency; as long again for the kill -9 restart")
+    add("--skip-latency", action="store_true", help="no latency and restart phase")
+    add("--no-quix", action="store_true", help="do not run the peer")
+    add("--quix-python", type=Path, default=QUIX_PYTHON)
+    add("--skip-scaling", action="store_true")
+    add("--scaling-sessions", type=_ints, default=[200, 20_000, 200_000])
+    add("--scaling-topics", type=_ints, default=[3, 60])
+    add("--scaling-rows", type=int, default=10, help="rows per snapshot in the scaling runs")
+    add("--scaling-messages", type=int, default=500_000)
+    add("--scaling-quix", action="store_true", help="run the peer in the scaling series too")
+    add("--timeout", type=float, default=3600.0, help="seconds any one engine may take")
+    add("--results-dir", type=Path, default=BENCH / "results")
+    add("--work-dir", type=Path, default=None, help="scratch folder (default: a temporary one, removed)")
+    return p
+
+
+class Bench:
+    """One benchmark run on one broker."""
+
+    def __init__(self, args: argparse.Namespace, bootstrap: str, work: Path, say: Callable[[str], None]) -> None:
+        self.args = args
+        self.bootstrap = bootstrap
+        self.work = work
+        self.say = say
+        self.quix_skipped = "disabled (--no-quix)" if args.no_quix else quix_unavailable(args.quix_python)
+        self.run_id = f"{os.getpid():x}"
+
+    def spec(self, name: str, **changes: Any) -> WorkloadSpec:
+        a = self.args
+        base = WorkloadSpec(prefix=f"bench{self.run_id}{name}", topics=a.topics, partitions=a.partitions,
+                            sessions=a.sessions, rows=a.rows, updates_per_session=a.updates_per_session,
+                            messages=a.messages, seed=a.seed, pad_to=a.pad_to)
+        return replace(base, **changes)
+
+    def case(self, name: str, spec: WorkloadSpec, *, quix: bool, full: bool) -> dict[str, Any]:
+        """Produce ``spec`` and measure every engine on it; each engine's failure is recorded, not raised."""
+        folder = self.work / name
+        self.say(f"[{name}] producing {spec.messages:,} messages ({spec.topics} topics, {spec.sessions} sessions)")
+        workload = generate(spec, self.bootstrap)
+        sessions = max(1, spec.sessions // spec.topics) * spec.topics
+        case: dict[str, Any] = {"workload": {**asdict(spec), "sessions": sessions, "messages": workload.messages,
+                                             "produce_msg_per_s": workload.produce_rate}}
+        runs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            ("baseline", lambda: run_baseline(workload, folder / "baseline", self.args.timeout))]
+        if quix and not self.quix_skipped:
+            runs.append(("quix", lambda: run_quix(workload, folder / "quix", self.args.quix_python, self.args.timeout)))
+        else:
+            case["quix"] = {"skipped": self.quix_skipped or "not in this series"}
+        runs.append(("streamwarden", lambda: self.streamwarden(workload, folder / "streamwarden", full)))
+        for engine, run in runs:
+            self.say(f"[{name}] {engine}")
+            try:
+                case[engine] = run()
+            except Exception as exc:  # recorded; the other engines still run
+                case[engine] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
+            self.say(f"[{name}] {engine}: {_brief(case[engine])}")
+        case["ratios"] = ratios(case)
+        return case
+
+    def streamwarden(self, workload: Any, home: Path, full: bool) -> dict[str, Any]:
+        a = self.args
+        max_offsets = min(a.max_offsets_per_trigger, -(-workload.messages // 4))  # >= 3 batches after the first
+        job, result = run_throughput(workload, home, max_offsets, a.trigger, a.timeout)
+        result["max_offsets_per_trigger"] = max_offsets
+        ends, expected = workload.ends, workload.expected
+        try:
+            if full:
+                steady = float(result["msg_per_s"] or result.get("commit_to_commit_msg_per_s") or 0)
+                extra, ends, tables = run_latency_and_restart(job, workload, 0.5 * steady, a.latency_seconds,
+                                                              a.timeout)
+                result.update(extra)
+                expected = {**expected, **tables}
+        finally:
+            job.stop()
+        result["verification"] = verify_streamwarden(job.settings.root("output"), ends, expected).to_json()
+        return result
+
+    def scaling(self) -> Iterator[dict[str, Any]]:
+        """The scaling series, one case at a time."""
+        a = self.args
+        points = [("sessions", n, {"sessions": n}) for n in a.scaling_sessions]
+        points += [("topics", n, {"topics": n, "sessions": max(a.sessions, n)}) for n in a.scaling_topics]
+        measured = set()
+        for axis, value, changes in points:
+            spec = self.spec(f"{axis[0]}{value}", rows=a.scaling_rows, messages=a.scaling_messages, **changes)
+            if (spec.topics, spec.sessions) in measured:  # e.g. 3 topics x 200 sessions: already a sessions point
+                continue
+            measured.add((spec.topics, spec.sessions))
+            yield {"axis": axis, "value": value, **self.case(f"{axis}-{value}", spec, quix=a.scaling_quix, full=False)}
+
+
+def _brief(result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"ERROR {result['error']}"
+    verdict = result.get("verification", {})
+    return (f"{result.get('msg_per_s')} msg/s, peak RSS {result.get('peak_rss_mib')} MiB, "
+            f"verified={verdict.get('ok')} {verdict.get('problems') or ''}")
+
+
+def _versions(quix_python: Path | None) -> dict[str, str]:
+    found = {"python": platform.python_version(), "pyspark": pyspark.__version__,
+             "confluent_kafka": str(confluent_kafka.__version__)}
+    if quix_python is not None:
+        found["quixstreams"] = quix_version(quix_python)
+    return found
+
+
+def all_verified(results: dict[str, Any]) -> bool:
+    """Every engine that ran was verified correct (none failed)."""
+    cases = [results["main"], *results.get("scaling", [])]
+    ran = [c[e] for c in cases for e in ("baseline", "streamwarden", "quix") if e in c and "skipped" not in c[e]]
+    return all(r.get("verification", {}).get("ok") for r in ran)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that jobs and the broker are stopped
+    started = time.monotonic()
+    now = datetime.now(UTC)
+
+    def say(line: str) -> None:
+        print(f"{time.monotonic() - started:7.1f}s {line}", flush=True)
+
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="swbench"))
+    work.mkdir(parents=True, exist_ok=True)
+    stem = args.results_dir / f"{now.strftime('%Y-%m-%d')}-{socket.gethostname()}"
+    results: dict[str, Any] = {
+        "meta": {"date": now.strftime("%Y-%m-%d"), "started_at": now.isoformat(), "host": socket.gethostname(),
+                 "cpus": os.cpu_count(), "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
+                 "command": sys.argv,
+                 "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                 "notes": "absolute numbers are noisy (shared 2-core machine); compare ratios within one run"},
+        "scaling": [],
+    }
+
+    def save() -> None:
+        """Write the results so far (after every case: a long run that is stopped keeps what it measured)."""
+        results["meta"]["elapsed_s"] = round(time.monotonic() - started, 1)
+        results["verified"] = all_verified(results)
+        args.results_dir.mkdir(parents=True, exist_ok=True)
+        stem.with_suffix(".json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
+        stem.with_suffix(".md").write_text(markdown(results))
+        chart(results, stem.with_suffix(".png"))
+
+    try:
+        with LocalBroker(log_path=work / "tansu.log") as broker:
+            bench = Bench(args, broker.bootstrap_servers, work, say)
+            if bench.quix_skipped:
+                say(f"Quix Streams not run: {bench.quix_skipped}")
+            results["meta"]["versions"] = _versions(None if bench.quix_skipped else args.quix_python)
+            results["main"] = bench.case("main", bench.spec("m"), quix=True, full=not args.skip_latency)
+            save()
+            for case in [] if args.skip_scaling else bench.scaling():
+                results["scaling"].append(case)
+                save()
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    say(f"results: {stem}.json (.png, .md); verified={results['verified']}")
+    print(markdown(results))
+    return 0 if results["verified"] else 1

@@ -1,0 +1,74 @@
+"""Measuring helpers: peak RSS of a process tree or group, percentiles, wall-clock parsing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+import numpy as np
+import psutil
+
+from streamwarden.processes import group_members
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """A process and all its descendants (those still alive)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def group(pgid: int) -> Callable[[], list[psutil.Process]]:
+    """Members of a process group (PySpark's worker daemons are not: they call ``setpgid``)."""
+    return lambda: group_members(pgid)
+
+
+class PeakRss:
+    """Samples the summed RSS of a set of processes in a thread; a context manager.
+
+    ``processes`` is called at every sample, so workers that come and go are counted while alive.
+    """
+
+    def __init__(self, processes: Callable[[], list[psutil.Process]], interval: float = 0.5) -> None:
+        self._processes = processes
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.peak_bytes = 0
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            total = 0
+            for process in self._processes():
+                try:
+                    total += process.memory_info().rss
+                except psutil.NoSuchProcess:
+                    continue
+            self.peak_bytes = max(self.peak_bytes, total)
+
+    @property
+    def peak_mib(self) -> float:
+        return round(self.peak_bytes / 2**20, 1)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def percentiles(values: np.ndarray, points: tuple[int, ...] = (50, 95)) -> dict[str, float]:
+    """``{"p50": ..., "p95": ...}`` rounded to milliseconds; empty when there are no values."""
+    if not len(values):
+        return {}
+    return {f"p{p}": round(float(np.percentile(values, p)), 3) for p in points}
+
+
+def epoch(iso: str) -> float:
+    """Seconds since the epoch of an ISO-8601 time with an offset."""
+    return datetime.fromisoformat(iso).timestamp()

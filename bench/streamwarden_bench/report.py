@@ -1,0 +1,107 @@
+"""The results document's summary: ratios to the baseline, a markdown table and the PNG chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+ENGINES = ("baseline", "streamwarden", "quix")
+
+
+def rate(result: dict[str, Any] | None) -> float | None:
+    """The engine's steady-state msg/s, ``None`` when it did not run or was wrong (a wrong answer does not count)."""
+    if not result or "msg_per_s" not in result or not result.get("verification", {}).get("ok"):
+        return None
+    value = result["msg_per_s"]
+    return float(value) if value else None
+
+
+def ratios(case: dict[str, Any]) -> dict[str, float | None]:
+    base, stream, quix = (rate(case.get(name)) for name in ENGINES)
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a and b else None
+
+    return {"streamwarden_vs_baseline": ratio(stream, base), "quix_vs_baseline": ratio(quix, base),
+            "streamwarden_vs_quix": ratio(stream, quix)}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if isinstance(value, float | int) and abs(value) >= 100 else str(value)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """Tables for docs/benchmarks.md: the main case, then the scaling series."""
+    main = results["main"]
+    w = main["workload"]
+    lines = [f"Workload: {w['messages']:,} messages, {w['topics']} topics x {w['partitions']} partitions, "
+             f"{w['sessions']} sessions x {w['rows']} rows, seed {w['seed']}.", "",
+             "| engine | msg/s (steady) | x baseline | peak RSS MiB | verified |", "| --- | --- | --- | --- | --- |"]
+    base = rate(main.get("baseline"))
+    for name in ENGINES:
+        result = main.get(name) or {}
+        if "msg_per_s" not in result:
+            lines.append(f"| {name} | not run: {result.get('skipped', '?')} | | | |")
+            continue
+        r = rate(result)
+        lines.append(f"| {name} | {_cell(result['msg_per_s'])} | {_cell(round(r / base, 3) if r and base else None)} "
+                     f"| {_cell(result.get('peak_rss_mib'))} | {result['verification']['ok']} |")
+    stream = main.get("streamwarden", {})
+    if "latency_s" in stream:
+        lat = stream["latency_s"]
+        lines += ["", f"Streamwarden: cold start {stream['cold_start_s']} s to the first committed batch; "
+                  f"restart after kill -9 {stream.get('restart_s')} s to the next; end-to-end latency at "
+                  f"{lat['target_rate']:,.0f} msg/s (half the steady rate): p50 {lat.get('p50')} s, "
+                  f"p95 {lat.get('p95')} s ({lat['records']:,} records)."]
+    if results.get("scaling"):
+        lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
+                  "| RSS MiB baseline / streamwarden / quix |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for case in results["scaling"]:
+            rss = " / ".join(_cell((case.get(n) or {}).get("peak_rss_mib")) for n in ENGINES)
+            lines.append(f"| {case['axis']} = {case['value']:,} | {case['workload']['messages']:,} "
+                         f"| {_cell(rate(case.get('baseline')))} | {_cell(rate(case.get('streamwarden')))} "
+                         f"| {_cell(case['ratios']['streamwarden_vs_baseline'])} | {_cell(rate(case.get('quix')))} "
+                         f"| {rss} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    """Throughput with ratios to the baseline, Streamwarden's latency, peak RSS; scaling when measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    main = results["main"]
+    scaling = results.get("scaling") or []
+    fig, axes = plt.subplots(1, 4 if scaling else 3, figsize=(18 if scaling else 14, 4.5))
+    names = [n for n in ENGINES if rate(main.get(n))]
+    base = rate(main.get("baseline"))
+    bars = axes[0].bar(names, [rate(main[n]) for n in names], color=["#888", "#1f77b4", "#ff7f0e"][:len(names)])
+    for bar, name in zip(bars, names, strict=True):
+        r = rate(main[name])
+        label = f"{r / base:.2f}x" if r and base else ""
+        axes[0].annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom")
+    axes[0].set_title("steady throughput (msg/s), x baseline")
+    lat = main.get("streamwarden", {}).get("latency_s", {})
+    axes[1].bar(["p50", "p95"], [lat.get("p50") or 0, lat.get("p95") or 0], color="#1f77b4")
+    axes[1].set_title(f"Streamwarden end-to-end latency (s) at {lat.get('target_rate', 0):,.0f} msg/s")
+    rss_names = [n for n in ENGINES if (main.get(n) or {}).get("peak_rss_mib")]
+    axes[2].bar(rss_names, [main[n]["peak_rss_mib"] for n in rss_names])
+    axes[2].set_title("peak RSS (MiB)")
+    if scaling:
+        for name, style in (("baseline", "o--"), ("streamwarden", "o-"), ("quix", "s:")):
+            points = [(f"{c['axis'][0]}={c['value']:,}", rate(c.get(name))) for c in scaling]
+            if any(v for _, v in points):
+                axes[3].plot([p for p, _ in points], [v or 0 for _, v in points], style, label=name)
+        axes[3].set_yscale("log")
+        axes[3].set_title("scaling: msg/s, log scale (s=sessions, t=topics)")
+        axes[3].legend()
+        axes[3].tick_params(axis="x", rotation=30)
+    fig.suptitle(f"Streamwarden benchmark {results['meta']['date']} on {results['meta']['host']} "
+                 "(absolute numbers are noisy; compare ratios)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
