@@ -143,6 +143,8 @@ class _Target:
         return False
 
     def signal(self, sig: signal.Signals) -> None:
+        """Signal the group, and each member outside it (PySpark's worker daemon leaves the group)."""
+        members = self.members()
         try:
             if self.whole_group:
                 os.killpg(self.pgid, sig)
@@ -150,6 +152,12 @@ class _Target:
                 os.kill(self.pid, sig)
         except ProcessLookupError:
             pass
+        for process in members if self.whole_group else []:
+            try:
+                if os.getpgid(process.pid) != self.pgid:
+                    process.send_signal(sig)
+            except (ProcessLookupError, psutil.NoSuchProcess):
+                continue
 
 
 def _wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import psutil
@@ -21,12 +22,18 @@ def live(pids: list[int]) -> list[psutil.Process]:
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
-    """Live members of process group ``pgid``."""
-    found = []
+    """Live members of process group ``pgid``, and the live descendants of its leader.
+
+    The descendants matter: PySpark's worker daemon moves itself into a process group of its own
+    (``os.setpgid(0, 0)``), so ``killpg`` on the stream's group does not reach it.
+    """
+    found = set()
     for pid in psutil.pids():
         try:
             if os.getpgid(pid) == pgid:
-                found.append(pid)
+                found.add(pid)
         except ProcessLookupError:
             continue
-    return live(found)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        found.update(child.pid for child in psutil.Process(pgid).children(recursive=True))
+    return live(sorted(found))

@@ -1,7 +1,7 @@
 """The Spark side of session reconstruction: a ``transformWithStateInPandas`` processor.
 
-Per session and micro-batch: load the framework meta and the handler's state (one RocksDB value each,
-with a TTL = the session timeout), sort the batch's records by (topic, partition, offset) -- rows of a
+Per session and micro-batch: load the framework meta and the handler's state (one RocksDB value with a
+TTL = the session timeout), sort the batch's records by (topic, partition, offset) -- rows of a
 group arrive after a shuffle, in no particular order -- run :func:`process_session`, store or release
 the state, and return applied rows and dead letters in one frame (``kind`` tells them apart).
 """
@@ -53,29 +53,27 @@ class SessionProcessor(StatefulProcessor):
         output = operator_output_schema(self.handler.output_columns(self.schema))
         self.columns = output.fieldNames()
         self.dtypes = {f.name: _PANDAS_DTYPES.get(f.dataType.typeName(), "object") for f in output.fields}
-        ttl = self.config.session_timeout_ms
-        self.meta_state = handle.getValueState("meta", "meta STRING", ttl)
-        self.handler_state = handle.getValueState("state", "state BINARY", ttl)
+        # One value per session (framework meta + handler state): one read and one write per session and
+        # batch, each a round trip to the JVM's state server.
+        self.session = handle.getValueState("session", "meta STRING, state BINARY", self.config.session_timeout_ms)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         chunks = list(rows)  # the iterator may yield several chunks
         frame = pd.concat(chunks, ignore_index=True)
         frame = frame.sort_values(["topic", "partition", "offset"], kind="stable")
-        stored_meta = self.meta_state.get() if self.meta_state.exists() else None
-        meta = SessionMeta.from_json(stored_meta[0]) if stored_meta else SessionMeta()
-        stored_state = self.handler_state.get() if self.handler_state.exists() else None
-        state = self.handler.decode_state(bytes(stored_state[0])) if stored_state else self.handler.initial_state()
+        stored = self.session.get()
+        meta = SessionMeta.from_json(stored[0]) if stored else SessionMeta()
+        state = self.handler.decode_state(bytes(stored[1])) if stored else self.handler.initial_state()
         records = [RawRecord(t, int(p), int(o), k, v, ts.to_pydatetime() if not pd.isna(ts) else None)
                    for t, p, o, k, v, ts in frame[INPUT_COLUMNS].itertuples(index=False, name=None)]
         result = process_session(meta, state, records, handler=self.handler, schema=self.schema,
                                  policy=self.config.policy)
         if result.released:
-            self.meta_state.clear()
-            self.handler_state.clear()
+            if stored:
+                self.session.clear()
         else:
-            self.meta_state.update((result.meta.to_json(),))
-            self.handler_state.update((self.handler.encode_state(result.state),))
+            self.session.update((result.meta.to_json(), self.handler.encode_state(result.state)))
         yield self._frame(result)
 
     def _frame(self, result: SessionResult) -> pd.DataFrame:
