@@ -35,7 +35,6 @@ clean:
 # Benchmarks (not part of `make test`): baseline, Quix Streams and Streamwarden on one seeded workload.
 # Smaller: make bench BENCH_ARGS="--messages 200000 --skip-scaling"
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
 	test -x bench/.quix-venv/bin/python || $(PYTHON) -m venv bench/.quix-venv
 	bench/.quix-venv/bin/python -m pip install --quiet -r bench/requirements-quix.txt
 	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench $(BENCH_ARGS)
