@@ -82,7 +82,7 @@ class Settings(BaseSettings):
         None, gt=0, description="Cap on records per micro-batch, spread fairly over partitions."
     )
     integrity_tier: Literal["none", "fuzzy", "strict"] = Field("strict", description="How hard to check input.")
-    spark_master: str = Field("local[2]", description="local[N], spark://host:port, yarn or k8s://...")
+    spark_master: str = Field("local[*]", description="local[N], spark://host:port, yarn or k8s://...")
     starting_offsets: str = Field(
         "earliest", description="earliest | latest | JSON {topic: {partition: offset}} (new checkpoints only)."
     )
