@@ -25,7 +25,7 @@ from streamwarden.sessions.tables import (
 from streamwarden.settings import Settings
 from streamwarden.sink.commit_protocol import CommitProtocol
 from streamwarden.source.kafka_source import SOURCE_NAME, KafkaDataSource
-from streamwarden.wire import TableSchema
+from streamwarden.wire import ColumnType, TableSchema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,11 +77,15 @@ def with_partition_columns(frame: DataFrame, time_column: str) -> DataFrame:
     )
 
 
-def session_frame(raw: DataFrame, settings: Settings) -> DataFrame:
-    """Group records by session id (the Kafka key) and run the session handler over each, in order."""
+def handler_columns(settings: Settings) -> Sequence[tuple[str, ColumnType]]:
+    """The configured handler's output columns, once its fingerprint is pinned to the checkpoint."""
     handler = load_handler(settings.session_handler)
     pin_handler(settings.checkpoint_location, handler)
-    columns = handler.output_columns(TableSchema.parse(settings.table_schema))
+    return handler.output_columns(TableSchema.parse(settings.table_schema))
+
+
+def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> DataFrame:
+    """Group records by session id (the Kafka key) and run the session handler over each, in order."""
     config = SessionJobConfig(
         handler_path=settings.session_handler,
         table_schema=dict(settings.table_schema),
@@ -105,7 +109,7 @@ def _selector(kind: str, columns: Sequence[str], time_column: str) -> Callable[[
     return select
 
 
-def _sinks(settings: Settings) -> list[TableSink]:
+def _sinks(settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> list[TableSink]:
     def protocol(table: str) -> CommitProtocol:
         made = CommitProtocol(settings.root("output"), table, settings.output_compression)
         made.recover()
@@ -115,7 +119,6 @@ def _sinks(settings: Settings) -> list[TableSink]:
     if settings.pipeline == "records":
         return [TableSink(protocol(RECORDS_TABLE), lambda frame: with_partition_columns(frame, "timestamp"),
                           folders)]
-    columns = load_handler(settings.session_handler).output_columns(TableSchema.parse(settings.table_schema))
     return [
         TableSink(protocol(SESSION_ROWS), _selector(KIND_ROW, session_rows_columns(columns), "event_ts"), folders),
         TableSink(protocol(QUARANTINE), _selector(KIND_DEAD, quarantine_columns(), "kafka_timestamp"), folders),
@@ -125,8 +128,10 @@ def _sinks(settings: Settings) -> list[TableSink]:
 def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     """Start the stream; the commit protocols recover any interrupted commit first."""
     raw = kafka_frame(spark, settings)
-    frame = raw if settings.pipeline == "records" else session_frame(raw, settings)
-    writer = ParquetBatchWriter(_sinks(settings), settings.checkpoint_location, settings.output_compression)
+    columns = handler_columns(settings) if settings.pipeline == "sessions" else []
+    frame = raw if settings.pipeline == "records" else session_frame(raw, settings, columns)
+    writer = ParquetBatchWriter(_sinks(settings, columns), settings.checkpoint_location,
+                                settings.output_compression)
     return (
         frame.writeStream.queryName(settings.query_name)
         .foreachBatch(writer)
