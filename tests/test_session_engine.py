@@ -119,14 +119,16 @@ def test_state_survives_a_batch_boundary_without_false_gaps() -> None:
 
 
 def test_handler_fingerprint_is_pinned_with_the_checkpoint(tmp_path: Any) -> None:
-    pinned = pin_handler(tmp_path, HANDLER)
-    assert pinned == fingerprint(HANDLER) == pin_handler(tmp_path, HANDLER)
+    pinned = pin_handler(tmp_path, HANDLER, 64)
+    assert pinned == fingerprint(HANDLER, 64) == pin_handler(tmp_path, HANDLER, 64)
 
     class TableReconstructionV2(TableReconstruction):
         state_version = 2
 
     with pytest.raises(ConfigError, match="refusing to start"):
-        pin_handler(tmp_path, TableReconstructionV2())
+        pin_handler(tmp_path, TableReconstructionV2(), 64)
+    with pytest.raises(ConfigError, match=r"session_buckets 64,.* session_buckets 8,"):
+        pin_handler(tmp_path, HANDLER, 8)
 
 
 @pytest.mark.parametrize(("path", "says"), [

@@ -12,7 +12,13 @@ from streamwarden.batch_writer import ParquetBatchWriter, TableSink
 from streamwarden.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.sessions.engine import SessionPolicy
 from streamwarden.sessions.handler import load_handler, pin_handler
-from streamwarden.sessions.processor import INPUT_COLUMNS, SessionJobConfig, SessionProcessor
+from streamwarden.sessions.processor import (
+    INPUT_COLUMNS,
+    SESSION_BUCKET,
+    SESSION_KEY,
+    SessionJobConfig,
+    SessionProcessor,
+)
 from streamwarden.sessions.tables import (
     KIND_DEAD,
     KIND_ROW,
@@ -80,12 +86,12 @@ def with_partition_columns(frame: DataFrame, time_column: str) -> DataFrame:
 def handler_columns(settings: Settings) -> Sequence[tuple[str, ColumnType]]:
     """The configured handler's output columns, once its fingerprint is pinned to the checkpoint."""
     handler = load_handler(settings.session_handler)
-    pin_handler(settings.checkpoint_location, handler)
+    pin_handler(settings.checkpoint_location, handler, settings.session_buckets)
     return handler.output_columns(TableSchema.parse(settings.table_schema))
 
 
 def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> DataFrame:
-    """Group records by session id (the Kafka key) and run the session handler over each, in order."""
+    """Group records by session id (the Kafka key) into buckets and run the session handler over each session."""
     config = SessionJobConfig(
         handler_path=settings.session_handler,
         table_schema=dict(settings.table_schema),
@@ -93,8 +99,10 @@ def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[st
                              settings.max_message_bytes),
         session_timeout_ms=int(settings.session_timeout * 1000),
     )
-    keyed = raw.select(*INPUT_COLUMNS, F.coalesce(F.col("key").cast("string"), F.lit("")).alias("session_key"))
-    return keyed.groupBy("session_key").transformWithStateInPandas(
+    session = F.coalesce(F.col("key").cast("string"), F.lit(""))
+    keyed = raw.select(*INPUT_COLUMNS, session.alias(SESSION_KEY),
+                       F.pmod(F.xxhash64(session), F.lit(settings.session_buckets)).alias(SESSION_BUCKET))
+    return keyed.groupBy(SESSION_BUCKET).transformWithStateInPandas(
         statefulProcessor=SessionProcessor(config),
         outputStructType=operator_output_schema(columns),
         outputMode="Append",

@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     lateness: float = Field(300.0, description="fuzzy tier: how far behind its session's event time an event may be.")
     session_timeout: float = Field(3600.0, description="Release the state of a session silent this long.")
     max_message_bytes: int = Field(1024 * 1024, gt=0, description="Larger values are dead letters (oversized).")
+    session_buckets: int = Field(
+        64, gt=0, le=65536,
+        description="Sessions are hashed into this many groups per micro-batch (fixed once a checkpoint exists).",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -198,10 +198,6 @@ def encode_key(event: SessionEvent) -> bytes:
     return event.session_id.encode()
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def decode(
     key: bytes | None,
     value: bytes | None,
@@ -218,8 +214,8 @@ def decode(
     if len(value) > max_bytes:
         raise WireFormatError(WireErrorKind.OVERSIZED, f"value of {len(value)} bytes exceeds {max_bytes}")
     try:
-        document = json.loads(value.decode(), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
+        document = msgspec.json.decode(value)  # strict JSON: NaN, Infinity, trailing data are errors
+    except ValueError as exc:  # msgspec.DecodeError, UnicodeDecodeError
         raise WireFormatError(WireErrorKind.INVALID_JSON, str(exc)) from None
     if not isinstance(document, dict):
         raise WireFormatError(WireErrorKind.WRONG_TYPE, f"value must be a JSON object, not {_kind(document)}")

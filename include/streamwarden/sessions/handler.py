@@ -25,9 +25,10 @@ event releases the state after ``on_event``. To keep the offset accounting exact
 in ``session_rows`` or ``quarantine``), a handler should emit at least one row per event.
 
 Select a handler with ``STREAMWARDEN_SESSION_HANDLER=package.module:ClassName``. Its *fingerprint*
-(class, ``state_version``, ``state_schema``) is recorded next to the checkpoint on first start; a later
-start with a different fingerprint is refused (CONFIG) before any batch runs, instead of crashing on
-undecodable state mid-batch. Bump ``state_version`` whenever the state encoding changes.
+(class, ``state_version``, ``state_schema``, and the job's ``session_buckets``, which decide where each
+session's state lives) is recorded next to the checkpoint on first start; a later start with a different
+fingerprint is refused (CONFIG) before any batch runs, instead of crashing on undecodable or misplaced
+state mid-batch. Bump ``state_version`` whenever the state encoding changes.
 """
 
 from __future__ import annotations
@@ -93,17 +94,18 @@ def load_handler(path: str) -> SessionHandler[Any]:
         raise ConfigError(f"session handler {path!r} must be constructible without arguments: {exc}") from exc
 
 
-def fingerprint(handler: SessionHandler[Any]) -> dict[str, Any]:
-    """What identifies the handler's state layout."""
+def fingerprint(handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:
+    """What identifies the layout of the session state: the handler's, and the number of buckets."""
     identity = {"handler": f"{type(handler).__module__}:{type(handler).__qualname__}",
-                "state_version": handler.state_version, "state_schema": handler.state_schema}
+                "state_version": handler.state_version, "state_schema": handler.state_schema,
+                "session_buckets": buckets}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return {**identity, "fingerprint": digest}
 
 
-def pin_handler(checkpoint: Path, handler: SessionHandler[Any]) -> dict[str, Any]:
-    """Record the handler's fingerprint with a new checkpoint, or refuse an incompatible one."""
-    current = fingerprint(handler)
+def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:
+    """Record the state layout's fingerprint with a new checkpoint, or refuse an incompatible one."""
+    current = fingerprint(handler, buckets)
     path = checkpoint / HANDLER_FILE
     recorded = read_json(path)
     if recorded is None:
@@ -111,10 +113,13 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any]) -> dict[str, Any
         return current
     if recorded["fingerprint"] != current["fingerprint"]:
         raise ConfigError(
-            f"the checkpoint's state was written by {recorded['handler']} (state_version "
-            f"{recorded['state_version']}, fingerprint {recorded['fingerprint']}) but the configured handler is "
-            f"{current['handler']} (state_version {current['state_version']}, fingerprint "
-            f"{current['fingerprint']}); refusing to start. Restore the old handler, or recover onto a new "
+            f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
+            f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
             "checkpoint from the last snapshot (see docs/recovery.md).",
             details={"recorded": recorded, "configured": current})
     return current
+
+
+def _layout(pinned: dict[str, Any]) -> str:
+    return (f"{pinned['handler']} (state_version {pinned['state_version']}, session_buckets "
+            f"{pinned.get('session_buckets', 'unset')}, fingerprint {pinned['fingerprint']})")
