@@ -7,7 +7,7 @@ import json
 import pytest
 
 from streamwarden.kafka_admin import TopicPartitionId as TP
-from streamwarden.source.offsets import from_doc, spread_limit, to_doc
+from streamwarden.source.offsets import from_doc, pack, spread_limit, to_doc
 
 
 def test_documents_are_canonical_whatever_the_insertion_order() -> None:
@@ -34,3 +34,11 @@ def test_spread_limit_is_fair_and_capped(backlogs: list[int], limit: int, grante
 def test_new_partitions_keep_their_entry_offset() -> None:
     end = spread_limit({TP("t", 0): 0}, {TP("t", 0): 50, TP("u", 0): 7}, 10)
     assert end == {TP("t", 0): 10, TP("u", 0): 7}
+
+
+def test_pack_balances_ranges_over_tasks_and_keeps_every_one() -> None:
+    sizes = [100, 1, 50, 50, 30, 20, 5]
+    packed = pack(sizes, lambda n: n, 3)
+    assert sorted(n for task in packed for n in task) == sorted(sizes)
+    assert [sum(task) for task in packed] == [100, 80, 76]
+    assert pack(sizes, lambda n: n, 0) == pack(sizes, lambda n: n, 7) == [[n] for n in sizes]

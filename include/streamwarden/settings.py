@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     shuffle_partitions: int = Field(4, gt=0)
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (JSON in the env).")
     read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
+    max_read_tasks: int = Field(
+        8, ge=0, description="At most this many Spark tasks read Kafka per micro-batch (0: one per topic-partition)."
+    )
     pipeline: Literal["sessions", "records"] = Field(
         "sessions", description="sessions: rebuild snapshot/update sessions; records: land raw Kafka records."
     )

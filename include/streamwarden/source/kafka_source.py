@@ -17,6 +17,9 @@ Options mirror Spark's Kafka source so users recognise them:
 ``initialOffsetsPath``      where the first planned offsets are persisted, so a replay of batch 0 after
                             a crash reads exactly the same range
 ``readTimeout``             seconds a reader waits for a planned record before ENVIRONMENT failure
+``maxReadTasks``            at most this many Spark tasks read per micro-batch; the topic-partitions'
+                            ranges are packed into them by record count (default 0: one task per
+                            topic-partition, as Spark's Kafka source does)
 ==========================  ===========================================================================
 
 Driver side (one long-lived process): :meth:`KafkaStreamReader.initialOffset`, ``latestOffset``,
@@ -46,8 +49,8 @@ from streamwarden.kafka_admin import (
     list_partitions,
     metadata_consumer,
 )
-from streamwarden.source.offsets import OffsetDoc, Positions, from_doc, spread_limit, to_doc
-from streamwarden.source.range_reader import KafkaRange, read_range
+from streamwarden.source.offsets import OffsetDoc, Positions, from_doc, pack, spread_limit, to_doc
+from streamwarden.source.range_reader import KafkaRange, read_ranges
 from streamwarden.source.schema import SPARK_DDL
 
 log = logging.getLogger("streamwarden.source")
@@ -86,6 +89,7 @@ class KafkaSourceOptions:
         self.initial_offsets_path = (Path(options["initialoffsetspath"])
                                      if options.get("initialoffsetspath") else None)
         self.read_timeout = float(options.get("readtimeout", "120"))
+        self.max_read_tasks = int(options.get("maxreadtasks", "0"))
 
 
 class KafkaDataSource(DataSource):
@@ -208,10 +212,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             if last < first:  # failOnDataLoss=false and the log went backwards: read what exists
                 first = 0
             if last > first:
-                ranges.append(KafkaInputPartition(KafkaRange(
-                    tp.topic, tp.partition, first, last, self.options.client_config,
-                    self.options.fail_on_data_loss, self.options.read_timeout)))
-        return ranges
+                ranges.append(KafkaRange(tp.topic, tp.partition, first, last, self.options.client_config,
+                                         self.options.fail_on_data_loss, self.options.read_timeout))
+        packed = pack(ranges, lambda r: r.end - r.start, self.options.max_read_tasks)
+        return [KafkaInputPartition(tasks) for tasks in packed]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark committed ``end``; the checkpoint is the source of truth, nothing to do here."""
@@ -224,12 +228,12 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- executor side -------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
-        return read_range(partition.range)
+        return read_ranges(partition.ranges)
 
 
 class KafkaInputPartition(InputPartition):
-    """Carries one :class:`KafkaRange` to an executor."""
+    """Carries the :class:`KafkaRange` objects of one Spark task to an executor."""
 
-    def __init__(self, kafka_range: KafkaRange) -> None:
-        super().__init__(kafka_range)
-        self.range = kafka_range
+    def __init__(self, ranges: list[KafkaRange]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges

@@ -7,12 +7,14 @@ topics sorted, partitions sorted numerically.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from streamwarden.kafka_admin import TopicPartitionId
 
 OffsetDoc = dict[str, dict[str, int]]
 Positions = dict[TopicPartitionId, int]
+T = TypeVar("T")
 
 
 def to_doc(positions: Mapping[TopicPartitionId, int]) -> OffsetDoc:
@@ -55,3 +57,17 @@ def spread_limit(start: Positions, latest: Positions, max_rows: int) -> Position
         active = still_active
     return {tp: start.get(tp, latest[tp]) + granted[tp] if latest[tp] >= start.get(tp, latest[tp]) else latest[tp]
             for tp in latest}
+
+
+def pack(items: Sequence[T], size: Callable[[T], int], bins: int) -> list[list[T]]:
+    """Spread ``items`` over at most ``bins`` lists of about equal total ``size`` (largest first, each to
+    the lightest list; ties keep the input order). ``bins <= 0``: one list per item. Deterministic."""
+    if bins <= 0 or len(items) <= bins:
+        return [[item] for item in items]
+    packed: list[list[T]] = [[] for _ in range(bins)]
+    loads = [0] * bins
+    for item in sorted(items, key=size, reverse=True):
+        lightest = loads.index(min(loads))
+        packed[lightest].append(item)
+        loads[lightest] += size(item)
+    return packed

@@ -1,16 +1,16 @@
-"""Reads exactly one planned offset range ``[start, end)`` of one topic-partition into Arrow batches.
+"""Reads planned offset ranges ``[start, end)`` of topic-partitions into Arrow batches.
 
 Runs on executors (inside ``DataSourceStreamReader.read``), so everything it needs travels in the
-picklable :class:`KafkaRange`. It stops at the first offset ``>= end`` or at an end-of-partition event
-at or beyond ``end`` -- never by counting records, because compaction and transaction markers leave
-gaps in offsets.
+picklable :class:`KafkaRange`. One Spark task may read several ranges, one after the other, with one
+consumer. Each range stops at the first offset ``>= end`` or at an end-of-partition event at or beyond
+``end`` -- never by counting records, because compaction and transaction markers leave gaps in offsets.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,49 +93,71 @@ class _Columns:
         )
 
 
-def read_range(task: KafkaRange) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``task`` as Arrow batches, failing loudly on lost offsets."""
-    if task.end <= task.start:
+def read_ranges(tasks: Sequence[KafkaRange]) -> Iterator[pa.RecordBatch]:
+    """Yield the records of every range as Arrow batches (one topic-partition each), failing loudly on
+    lost offsets. All ranges are assigned at once to one consumer, so one fetch serves them all."""
+    pending: dict[tuple[str | None, int | None], _Pending] = {
+        (task.topic, task.partition): _Pending(task) for task in tasks if task.end > task.start}
+    if not pending:
         return
-    consumer = _consumer(task)
+    consumer = _consumer(next(iter(pending.values())).task)  # the ranges of one plan share their settings
     try:
-        consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
-        columns = _Columns()
-        expected_first = True
+        consumer.assign([TopicPartition(t.topic, t.partition, t.start) for t in (p.task for p in pending.values())])
         last_progress = time.monotonic()
-        done = False
-        while not done:
-            messages = consumer.consume(num_messages=10_000, timeout=1.0)
+        while pending:
+            # Ask for no more than the ranges still hold: consume() returns when it has that many messages
+            # (or end-of-partition events), instead of waiting out its timeout.
+            wanted = sum(p.task.end - p.position for p in pending.values())
+            messages = consumer.consume(num_messages=max(1, min(10_000, wanted)), timeout=1.0)
             if messages:
                 last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > task.read_timeout:
+            elif time.monotonic() - last_progress > next(iter(pending.values())).task.read_timeout:
+                late = next(iter(pending.values()))
                 raise EnvironmentFailure(
-                    f"no record at or after the planned offset within {task.read_timeout:.0f}s "
-                    f"(planned [{task.start}, {task.end}))",
-                    topic=task.topic, partition=task.partition, offset=task.start)
+                    f"no record at or after the planned offset within {late.task.read_timeout:.0f}s "
+                    f"(planned [{late.task.start}, {late.task.end}))",
+                    topic=late.task.topic, partition=late.task.partition, offset=late.position)
             for message in messages:
+                state = pending.get((message.topic(), message.partition()))
                 error = message.error()
-                if error is not None:
-                    done = _handle_event(task, consumer, error, message.offset() or -1)
-                    if done:
-                        break
+                if state is None:  # a finished range's read-ahead, or a client-wide event
+                    if error is not None and (error.fatal() or not error.retriable()):
+                        raise EnvironmentFailure(f"Kafka consumer error: {error}")
                     continue
-                offset = int(message.offset() or 0)
-                if offset >= task.end:
-                    done = True
-                    break
-                if expected_first and offset > task.start:
-                    _check_gap_at_start(task, consumer, offset)
-                expected_first = False
-                columns.add(message)
-                if offset == task.end - 1:
-                    done = True
-                    break
-            if len(columns) >= task.batch_rows or (done and len(columns)):
-                yield columns.to_batch(task.topic, task.partition)
-                columns = _Columns()
+                done = (_handle_event(state.task, consumer, error, message.offset() or -1) if error is not None
+                        else state.add(consumer, message))
+                if len(state.columns) and (done or len(state.columns) >= state.task.batch_rows):
+                    yield state.flush()
+                if done:
+                    consumer.pause([TopicPartition(state.task.topic, state.task.partition)])
+                    del pending[(state.task.topic, state.task.partition)]
     finally:
         consumer.close()
+
+
+class _Pending:
+    """A range being read: its next expected offset and the records not yet yielded."""
+
+    def __init__(self, task: KafkaRange) -> None:
+        self.task = task
+        self.position = task.start
+        self.columns = _Columns()
+
+    def add(self, consumer: Consumer, message: Any) -> bool:
+        """Take one record; True when the range is complete."""
+        offset = int(message.offset() or 0)
+        if offset >= self.task.end:
+            return True
+        if self.position == self.task.start and offset > self.task.start:
+            _check_gap_at_start(self.task, consumer, offset)
+        self.position = offset + 1
+        self.columns.add(message)
+        return offset == self.task.end - 1
+
+    def flush(self) -> pa.RecordBatch:
+        batch = self.columns.to_batch(self.task.topic, self.task.partition)
+        self.columns = _Columns()
+        return batch
 
 
 def _handle_event(task: KafkaRange, consumer: Consumer, error: KafkaError, offset: int) -> bool:
