@@ -120,8 +120,8 @@ def read_ranges(tasks: Sequence[KafkaRange]) -> Iterator[pa.RecordBatch]:
             for message in messages:
                 state = pending.get((message.topic(), message.partition()))
                 error = message.error()
-                if state is None:  # a finished range's read-ahead, or a client-wide event
-                    if error is not None and (error.fatal() or not error.retriable()):
+                if state is None:  # a finished range's read-ahead or event, or a client-wide event
+                    if message.topic() is None and error is not None and (error.fatal() or not error.retriable()):
                         raise EnvironmentFailure(f"Kafka consumer error: {error}")
                     continue
                 done = (_handle_event(state.task, consumer, error, message.offset() or -1) if error is not None
