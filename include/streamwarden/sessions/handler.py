@@ -115,7 +115,7 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int) ->
         raise ConfigError(
             f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
             f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
-            "checkpoint from the last snapshot (see docs/recovery.md).",
+            "checkpoint from the last snapshots (see docs/sessions.md).",
             details={"recorded": recorded, "configured": current})
     return current
 
