@@ -15,6 +15,8 @@ from confluent_kafka import Producer
 
 from streamwarden.checkpoint import commit_batches, committed_offsets, offset_batches
 from streamwarden.processes import group_members
+from streamwarden.sessions.replay import offsets_by_table
+from streamwarden.sessions.tables import QUARANTINE, SESSION_ROWS
 from streamwarden.settings import Settings, load_settings
 
 
@@ -151,3 +153,22 @@ def stream_env(home: Path, bootstrap: str, pattern: str, pipeline: str = "record
 
 def expected_ranges(ends: dict[str, dict[int, int]]) -> dict[str, dict[int, tuple[int, int]]]:
     return {t: {p: (0, end) for p, end in parts.items()} for t, parts in ends.items()}
+
+
+def all_offsets(bootstrap: str, topics: list[str]) -> set[tuple[str, int, int]]:
+    """Every (topic, partition, offset) the broker holds for ``topics``."""
+    from streamwarden.kafka_admin import fetch_high_watermarks, list_partitions, metadata_consumer
+
+    consumer = metadata_consumer({"bootstrap.servers": bootstrap})
+    try:
+        marks = fetch_high_watermarks(consumer, [tp for tp in list_partitions(consumer, "|".join(topics))])
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition, o) for tp, (low, high) in marks.items() for o in range(low, high)}
+
+
+def assert_offsets_accounted(output: Path, expected: set[tuple[str, int, int]]) -> None:
+    """Each offset in exactly one of ``session_rows`` and ``quarantine``, and no other offset."""
+    found = offsets_by_table(output, [SESSION_ROWS, QUARANTINE])
+    assert not found[SESSION_ROWS] & found[QUARANTINE], "an offset landed in both tables"
+    assert found[SESSION_ROWS] | found[QUARANTINE] == expected, "an offset was dropped or invented"

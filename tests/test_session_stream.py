@@ -35,7 +35,7 @@ from streamwarden.sessions.tables import QUARANTINE, SESSION_ROWS
 from streamwarden.settings import load_settings
 from streamwarden.sink.commit_protocol import load_manifests
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
-from support import StreamProcess, stream_env
+from support import StreamProcess, all_offsets, assert_offsets_accounted, stream_env
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parent
@@ -75,23 +75,6 @@ def produce_messages(bootstrap: str, topic: str, messages: list[Message]) -> dic
         producer.produce(topic, key=message.key, value=message.value, on_delivery=delivered)
         producer.flush(10)  # one at a time: keeps each session's order across retries
     return placed
-
-
-def all_offsets(bootstrap: str, topics: list[str]) -> set[tuple[str, int, int]]:
-    from streamwarden.kafka_admin import fetch_high_watermarks, list_partitions, metadata_consumer
-
-    consumer = metadata_consumer({"bootstrap.servers": bootstrap})
-    try:
-        marks = fetch_high_watermarks(consumer, [tp for tp in list_partitions(consumer, "|".join(topics))])
-    finally:
-        consumer.close()
-    return {(tp.topic, tp.partition, o) for tp, (low, high) in marks.items() for o in range(low, high)}
-
-
-def assert_offsets_accounted(output: Path, expected: set[tuple[str, int, int]]) -> None:
-    found = offsets_by_table(output, [SESSION_ROWS, QUARANTINE])
-    assert not found[SESSION_ROWS] & found[QUARANTINE], "an offset landed in both tables"
-    assert found[SESSION_ROWS] | found[QUARANTINE] == expected, "an offset was dropped or invented"
 
 
 def dead_letters(output: Path) -> dict[str, list[str]]:
