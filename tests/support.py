@@ -13,7 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from streamwarden.checkpoint import commit_batches, committed_offsets, offset_batches
+from streamwarden.checkpoint import caught_up, commit_batches, committed_offsets, offset_batches
 from streamwarden.processes import group_members
 from streamwarden.sessions.replay import offsets_by_table
 from streamwarden.sessions.tables import QUARANTINE, SESSION_ROWS
@@ -122,8 +122,7 @@ class StreamProcess:
         return committed_offsets(self.settings.checkpoint_location) or {}
 
     def caught_up(self, ends: dict[str, dict[int, int]]) -> bool:
-        done = self.committed()
-        return all(done.get(t, {}).get(str(p), -1) >= end for t, parts in ends.items() for p, end in parts.items())
+        return caught_up(self.settings.checkpoint_location, ends)
 
     def checkpoint_settled(self) -> bool:
         planned = offset_batches(self.settings.checkpoint_location)
@@ -172,3 +171,11 @@ def assert_offsets_accounted(output: Path, expected: set[tuple[str, int, int]]) 
     found = offsets_by_table(output, [SESSION_ROWS, QUARANTINE])
     assert not found[SESSION_ROWS] & found[QUARANTINE], "an offset landed in both tables"
     assert found[SESSION_ROWS] | found[QUARANTINE] == expected, "an offset was dropped or invented"
+
+
+def log_ends(offsets: set[tuple[str, int, int]]) -> dict[str, dict[int, int]]:
+    """``{topic: {partition: end}}`` of a set of (topic, partition, offset)."""
+    ends: dict[str, dict[int, int]] = {}
+    for topic, partition, offset in offsets:
+        ends.setdefault(topic, {})[partition] = max(ends.get(topic, {}).get(partition, 0), offset + 1)
+    return ends

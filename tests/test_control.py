@@ -32,6 +32,7 @@ from streamwarden.launcher import (
     start_stream_detached,
 )
 from streamwarden.lease import is_held
+from streamwarden.processes import live
 from streamwarden.settings import Settings, load_settings
 from streamwarden.status import read_status
 
@@ -77,13 +78,6 @@ def stand_in(tmp_path: Path, settings: Settings) -> Iterator[Callable[[str], Com
     stop_stream(settings, drain_timeout=0.1, term_timeout=5)  # whatever a failed test left running
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_start_detached_then_drain(settings: Settings, stand_in: Callable[[str], CommandBuilder],
                                    capsys: pytest.CaptureFixture[str]) -> None:
     settings.stop_marker_path.parent.mkdir(parents=True)
@@ -99,7 +93,7 @@ def test_start_detached_then_drain(settings: Settings, stand_in: Callable[[str],
 
     assert request_stop(settings, wait=20) == 0
     assert "stopped" in capsys.readouterr().out
-    assert _gone(pid) and not is_held(settings.lease_path) and not settings.stop_marker_path.exists()
+    assert not live([pid]) and not is_held(settings.lease_path) and not settings.stop_marker_path.exists()
 
 
 def test_second_start_is_refused(settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
@@ -117,7 +111,7 @@ def test_stop_escalates(settings: Settings, stand_in: Callable[[str], CommandBui
     pid = start_stream_detached(settings, build_command=stand_in(mode), lease_timeout=30)
     outcome = stop_stream(settings, drain_timeout=1, term_timeout=3)
     assert (outcome.method, outcome.pid) == (method, pid)
-    assert _gone(pid) and not is_held(settings.lease_path)
+    assert not live([pid]) and not is_held(settings.lease_path)
     assert not settings.stop_marker_path.exists(), "a marker the job never saw must not stop the next start"
 
 
@@ -131,7 +125,7 @@ def test_a_stopped_stream_is_killed_without_waiting_for_a_drain(settings: Settin
     outcome = stop_stream(settings, drain_timeout=60, term_timeout=5)
     assert (outcome.method, outcome.pid) == (StopMethod.KILLED, pid)
     assert outcome.seconds < 10, "no drain wait for a stopped process"
-    assert _gone(pid) and not is_held(settings.lease_path)
+    assert not live([pid]) and not is_held(settings.lease_path)
 
 
 def test_stop_wait_times_out(settings: Settings, stand_in: Callable[[str], CommandBuilder],

@@ -35,7 +35,7 @@ from streamwarden.sessions.tables import QUARANTINE, SESSION_ROWS
 from streamwarden.settings import load_settings
 from streamwarden.sink.commit_protocol import load_manifests
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
-from support import StreamProcess, all_offsets, assert_offsets_accounted, stream_env
+from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parent
@@ -109,9 +109,7 @@ def test_million_messages_rebuild_every_table_cell_for_cell(
     job = StreamProcess(env, tmp_path / "stream.log")
     checkpoint = job.settings.checkpoint_location
     expected_offsets = all_offsets(broker.bootstrap_servers, big_workload["topics"])
-    ends: dict[str, dict[int, int]] = {}
-    for topic, partition, offset in expected_offsets:
-        ends.setdefault(topic, {})[partition] = max(ends.get(topic, {}).get(partition, 0), offset + 1)
+    ends = log_ends(expected_offsets)
 
     job.start()
     if not spill:  # kill -9 mid-run: state must come back from the checkpoint with no false gap

@@ -16,14 +16,14 @@ import pytest
 
 from sessions_fixtures import SCHEMA
 from streamwarden.broker import LocalBroker
-from streamwarden.checkpoint import committed_offsets
+from streamwarden.checkpoint import caught_up
 from streamwarden.control import StopMethod, stop_stream
 from streamwarden.launcher import log_tail, start_stream_detached
 from streamwarden.producer import ProducerOptions, run_producer
 from streamwarden.sessions.replay import final_tables, read_table
 from streamwarden.sessions.tables import SESSION_ROWS
 from streamwarden.settings import load_settings
-from support import all_offsets, assert_offsets_accounted
+from support import all_offsets, assert_offsets_accounted, log_ends
 
 pytestmark = pytest.mark.slow
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
@@ -88,10 +88,7 @@ def test_sessions_rebuild_exactly_once_on_a_standalone_cluster(
     report = run_producer(load_settings(bootstrap_servers=broker.bootstrap_servers), options)
     assert report.expected_tables is not None and not report.delivery_errors
     expected_offsets = all_offsets(broker.bootstrap_servers, list(report.topics))
-    ends: dict[str, int] = {}
-    for topic, partition, offset in expected_offsets:
-        key = f"{topic}:{partition}"
-        ends[key] = max(ends.get(key, 0), offset + 1)
+    ends = log_ends(expected_offsets)
 
     settings = load_settings(home=tmp_path, bootstrap_servers=broker.bootstrap_servers,
                              topic_pattern=f"{options.prefix}-.*", pipeline="sessions", spark_master=master,
@@ -99,10 +96,7 @@ def test_sessions_rebuild_exactly_once_on_a_standalone_cluster(
     start_stream_detached(settings, tmp_path / "stream.log")
     try:
         deadline = time.monotonic() + 600
-        while True:
-            done = committed_offsets(settings.checkpoint_location) or {}
-            if all(done.get(k.rsplit(":", 1)[0], {}).get(k.rsplit(":", 1)[1], -1) >= end for k, end in ends.items()):
-                break
+        while not caught_up(settings.checkpoint_location, ends):
             assert time.monotonic() < deadline, log_tail(tmp_path / "stream.log", 60)
             time.sleep(1)
     finally:
@@ -112,7 +106,7 @@ def test_sessions_rebuild_exactly_once_on_a_standalone_cluster(
     output = settings.root("output")
     assert_offsets_accounted(output, expected_offsets)
     assert final_tables(read_table(output / SESSION_ROWS), SCHEMA) == report.expected_tables
-    executor_logs = list(worker_dir.glob("app-*/*/stderr"))
+    executor_logs = [p.read_text(errors="replace") for p in worker_dir.glob("app-*/*/stderr")]
     assert executor_logs, "no executor ran on the standalone worker"
-    assert any("TransformWithStateInPandas" in p.read_text(errors="replace") or "Running task" in
-               p.read_text(errors="replace") for p in executor_logs), "the executor ran no task"
+    assert any("TransformWithStateInPandas" in log or "Running task" in log for log in executor_logs), \
+        "the executor ran no task"

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from streamwarden.alerts import alerts_path, read_alerts
@@ -25,6 +24,7 @@ from streamwarden.control import stop_stream
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.heartbeat import read_heartbeat
 from streamwarden.launcher import StreamAlreadyRunningError, running_holder
+from streamwarden.processes import live
 from streamwarden.restart_policy import load_history
 from streamwarden.settings import Settings, load_settings
 from streamwarden.verify import verify_table
@@ -69,13 +69,6 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
         time.sleep(0.5)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def _holder_pid(settings: Settings) -> int:
@@ -159,7 +152,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     _merge(ends, produce_raw(broker.bootstrap_servers, topics, 5_000))
     states = _supervise()
     assert states["restart_stream"] == "success", states
-    assert _gone(second), "the stopped driver was killed"
+    assert not live([second]), "the stopped driver was killed"
     third = _holder_pid(settings)
     hung = read_alerts(alerts_path(settings))[-1]
     assert hung["verdict"]["label"] == "HUNG" and hung["verdict"]["process_state"] == "stopped", hung

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from typing import Self
 
 import numpy as np
 import psutil
@@ -26,40 +27,53 @@ def group(pgid: int) -> Callable[[], list[psutil.Process]]:
     return lambda: group_members(pgid)
 
 
-class PeakRss:
-    """Samples the summed RSS of a set of processes in a thread; a context manager.
+class Sampler:
+    """Calls :meth:`sample` every ``interval`` seconds in a thread while used as a context manager."""
 
-    ``processes`` is called at every sample, so workers that come and go are counted while alive.
-    """
-
-    def __init__(self, processes: Callable[[], list[psutil.Process]], interval: float = 0.5) -> None:
-        self._processes = processes
+    def __init__(self, interval: float) -> None:
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.peak_bytes = 0
+
+    def sample(self) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            total = 0
-            for process in self._processes():
-                try:
-                    total += process.memory_info().rss
-                except psutil.NoSuchProcess:
-                    continue
-            self.peak_bytes = max(self.peak_bytes, total)
+            self.sample()
 
-    @property
-    def peak_mib(self) -> float:
-        return round(self.peak_bytes / 2**20, 1)
-
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class PeakRss(Sampler):
+    """Samples the summed RSS of a set of processes.
+
+    ``processes`` is called at every sample, so workers that come and go are counted while alive.
+    """
+
+    def __init__(self, processes: Callable[[], list[psutil.Process]], interval: float = 0.5) -> None:
+        super().__init__(interval)
+        self._processes = processes
+        self.peak_bytes = 0
+
+    def sample(self) -> None:
+        total = 0
+        for process in self._processes():
+            try:
+                total += process.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        self.peak_bytes = max(self.peak_bytes, total)
+
+    @property
+    def peak_mib(self) -> float:
+        return round(self.peak_bytes / 2**20, 1)
 
 
 def percentiles(values: np.ndarray, points: tuple[int, ...] = (50, 95)) -> dict[str, float]:

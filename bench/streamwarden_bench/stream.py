@@ -21,15 +21,16 @@ from typing import Any
 import numpy as np
 import psutil
 
-from streamwarden.checkpoint import commit_batches, committed_offsets
+from streamwarden.checkpoint import caught_up, commit_batches
 from streamwarden.heartbeat import Heartbeat, read_heartbeat
 from streamwarden.launcher import read_launch_record, start_stream_detached
+from streamwarden.processes import live
 from streamwarden.sessions.tables import SESSION_ROWS
 from streamwarden.settings import Settings, load_settings
 from streamwarden.sink.commit_protocol import Manifest, load_manifests
 
 from .baseline import consume_ranges
-from .measure import PeakRss, epoch, group, percentiles, tree
+from .measure import PeakRss, Sampler, epoch, group, percentiles, tree
 from .workload import Ends, Workload, log_ends, produce
 
 
@@ -39,30 +40,19 @@ def stream_settings(workload: Workload, home: Path, max_offsets: int, trigger: s
                          pipeline="sessions", max_offsets_per_trigger=max_offsets, trigger_interval=trigger)
 
 
-class HeartbeatLog:
+class HeartbeatLog(Sampler):
     """Collects the heartbeat of every progress event (the file is rewritten each batch)."""
 
     def __init__(self, path: Path, interval: float = 0.2) -> None:
+        super().__init__(interval)
         self.path = path
         self.batches: dict[tuple[str, int], Heartbeat] = {}
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                beat = read_heartbeat(self.path)
-                if beat is not None and beat.event == "progress" and beat.batch_id is not None:
-                    self.batches[(beat.run_id, beat.batch_id)] = beat
-
-    def __enter__(self) -> HeartbeatLog:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample(self) -> None:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            beat = read_heartbeat(self.path)
+            if beat is not None and beat.event == "progress" and beat.batch_id is not None:
+                self.batches[(beat.run_id, beat.batch_id)] = beat
 
     def data_batches(self) -> list[Heartbeat]:
         return [b for _, b in sorted(self.batches.items(), key=lambda item: item[1].written_at)
@@ -93,13 +83,12 @@ class StreamJob:
         return load_manifests(table) if table.exists() else []
 
     def caught_up(self, ends: Ends) -> bool:
-        done = committed_offsets(self.settings.checkpoint_location) or {}
-        return all(done.get(t, {}).get(str(p), -1) >= end for t, parts in ends.items() for p, end in parts.items())
+        return caught_up(self.settings.checkpoint_location, ends)
 
     def wait_until(self, condition: Any, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
-            if not psutil.pid_exists(self.pgid) or _zombie(self.pgid):
+            if not live([self.pgid]):
                 raise RuntimeError(f"the stream exited while waiting for {what}; see {self.launches[-1]}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no {what} after {timeout:.0f}s; see {self.launches[-1]}")
@@ -129,13 +118,6 @@ class StreamJob:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
             psutil.Process(self.pgid).wait(timeout)
         self.kill9()
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def records(manifest: Manifest) -> int:

@@ -8,6 +8,7 @@ folders are listed, never assumed to start at 0.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,13 @@ def committed_offsets(checkpoint: Path) -> OffsetDoc | None:
     """The position the query has durably passed: ``offsets/max(commits)``."""
     commits = commit_batches(checkpoint)
     return read_offsets(checkpoint, commits[-1]) if commits else None
+
+
+def caught_up(checkpoint: Path, ends: Mapping[str, Mapping[int, int]]) -> bool:
+    """The query has committed every partition of ``ends`` up to its end offset."""
+    done = committed_offsets(checkpoint) or {}
+    return all(done.get(topic, {}).get(str(partition), -1) >= end
+               for topic, parts in ends.items() for partition, end in parts.items())
 
 
 def checkpoint_summary(checkpoint: Path) -> dict[str, Any]:

@@ -100,9 +100,9 @@ def read_ranges(tasks: Sequence[KafkaRange]) -> Iterator[pa.RecordBatch]:
         (task.topic, task.partition): _Pending(task) for task in tasks if task.end > task.start}
     if not pending:
         return
-    consumer = _consumer(next(iter(pending.values())).task)  # the ranges of one plan share their settings
+    consumer = _consumer(tasks[0])  # the ranges of one plan share their settings
     try:
-        consumer.assign([TopicPartition(t.topic, t.partition, t.start) for t in (p.task for p in pending.values())])
+        consumer.assign([TopicPartition(p.task.topic, p.task.partition, p.task.start) for p in pending.values()])
         last_progress = time.monotonic()
         while pending:
             # Ask for no more than the ranges still hold: consume() returns when it has that many messages
@@ -111,14 +111,15 @@ def read_ranges(tasks: Sequence[KafkaRange]) -> Iterator[pa.RecordBatch]:
             messages = consumer.consume(num_messages=max(1, min(10_000, wanted)), timeout=1.0)
             if messages:
                 last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > next(iter(pending.values())).task.read_timeout:
+            elif time.monotonic() - last_progress > tasks[0].read_timeout:
                 late = next(iter(pending.values()))
                 raise EnvironmentFailure(
                     f"no record at or after the planned offset within {late.task.read_timeout:.0f}s "
                     f"(planned [{late.task.start}, {late.task.end}))",
                     topic=late.task.topic, partition=late.task.partition, offset=late.position)
             for message in messages:
-                state = pending.get((message.topic(), message.partition()))
+                key = (message.topic(), message.partition())
+                state = pending.get(key)
                 error = message.error()
                 if state is None:  # a finished range's read-ahead or event, or a client-wide event
                     if message.topic() is None and error is not None and (error.fatal() or not error.retriable()):
@@ -130,7 +131,7 @@ def read_ranges(tasks: Sequence[KafkaRange]) -> Iterator[pa.RecordBatch]:
                     yield state.flush()
                 if done:
                     consumer.pause([TopicPartition(state.task.topic, state.task.partition)])
-                    del pending[(state.task.topic, state.task.partition)]
+                    del pending[key]
     finally:
         consumer.close()
 
