@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check include plugins jobs dags tests $(wildcard bench)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy include plugins jobs
+	$(BIN)/mypy include plugins jobs dags $(wildcard bench)
 
 pytest: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)

@@ -70,7 +70,7 @@ from datetime import UTC, datetime, timedelta
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param
 
-from streamwarden.warden_settings import load_warden_settings
+from streamwarden.warden.settings import load_warden_settings
 from streamwarden_airflow.operators import AlertOperator, DecideOperator, RestartStreamOperator
 from streamwarden_airflow.sensors import BackoffSensor, StreamHealthSensor
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from streamwarden.job import run_stream_from_environment
+from streamwarden.stream.runner import run_stream_from_environment
 
 if __name__ == "__main__":
     sys.exit(run_stream_from_environment())

@@ -36,13 +36,13 @@ for _name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streamwarden.broker import LocalBroker
+    from streamwarden.local.broker import LocalBroker
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A real Kafka-protocol broker (Tansu, memory storage) on a free loopback port."""
-    from streamwarden.broker import LocalBroker
+    from streamwarden.local.broker import LocalBroker
 
     log = tmp_path_factory.mktemp("broker") / "tansu.log"
     with LocalBroker(log_path=log) as running:
@@ -52,7 +52,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
 @pytest.fixture()
 def topic_factory(broker: LocalBroker) -> Callable[..., list[str]]:
     """Create uniquely named topics for one test: ``topic_factory(count, partitions=4, prefix=None)``."""
-    from streamwarden.kafka_admin import create_topics
+    from streamwarden.kafka.admin import create_topics
 
     def create(count: int = 1, partitions: int = 4, prefix: str | None = None) -> list[str]:
         base = prefix or f"t{uuid.uuid4().hex[:8]}"
@@ -67,7 +67,7 @@ def topic_factory(broker: LocalBroker) -> Callable[..., list[str]]:
 def spark() -> Iterator[SparkSession]:
     """A local[2] Spark session: small shuffle, no UI, workers on this venv's Python."""
     from streamwarden.settings import load_settings
-    from streamwarden.spark_session import build_spark_session
+    from streamwarden.stream.spark_session import build_spark_session
 
     session = build_spark_session(load_settings(spark_master="local[2]", shuffle_partitions=2),
                                   app_name="streamwarden-tests")

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Producer
+from streamwarden_bench.replay import caught_up, offsets_by_table
 
-from streamwarden.checkpoint import caught_up, commit_batches, committed_offsets, offset_batches
 from streamwarden.processes import group_members
-from streamwarden.sessions.replay import offsets_by_table
-from streamwarden.sessions.tables import QUARANTINE, SESSION_ROWS
+from streamwarden.runfiles.checkpoint import commit_batches, committed_offsets, offset_batches
 from streamwarden.settings import Settings, load_settings
+from streamwarden.stream.sessions.tables import QUARANTINE, SESSION_ROWS
 
 
 def produce_raw(bootstrap: str, topics: Sequence[str], count: int, keys: int = 997,
@@ -156,7 +156,7 @@ def expected_ranges(ends: dict[str, dict[int, int]]) -> dict[str, dict[int, tupl
 
 def all_offsets(bootstrap: str, topics: list[str]) -> set[tuple[str, int, int]]:
     """Every (topic, partition, offset) the broker holds for ``topics``."""
-    from streamwarden.kafka_admin import fetch_high_watermarks, list_partitions, metadata_consumer
+    from streamwarden.kafka.admin import fetch_high_watermarks, list_partitions, metadata_consumer
 
     consumer = metadata_consumer({"bootstrap.servers": bootstrap})
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -14,15 +17,19 @@ from streamwarden.failures import (
     IntegrityError,
     MalformedDataError,
     classify,
-    read_failure,
-    write_failure,
 )
+from streamwarden.runfiles.failure_file import read_failure, write_failure
 
 
 def test_exit_codes_are_distinct_and_documented() -> None:
     codes = [*EXIT_CODES.values(), EXIT_ALREADY_RUNNING, 0]
     assert len(set(codes)) == len(codes)
     assert set(EXIT_CODES) == set(FailureClass)
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("## Exit codes"):]
+    documented = {int(code): cls for code, cls in re.findall(r"^\| (\d+) \| *`?([A-Z_]*)`? *\|", table, re.M)}
+    assert documented == {0: "", EXIT_ALREADY_RUNNING: "", **{code: cls.value for cls, code in EXIT_CODES.items()}}
 
 
 def _raise_in_worker(spark: SparkSession, error: Exception) -> BaseException:

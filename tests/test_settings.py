@@ -79,7 +79,8 @@ def test_cli_exits_nonzero_with_one_clear_message(tmp_path: Path) -> None:
 
 
 def test_stream_with_invalid_settings_documents_a_config_failure(tmp_path: Path) -> None:
-    from streamwarden.failures import FailureClass, read_failure
+    from streamwarden.failures import FailureClass
+    from streamwarden.runfiles.failure_file import read_failure
 
     env = {**os.environ, "STREAMWARDEN_HOME": str(tmp_path), "STREAMWARDEN_TRIGGER_INTERVAL": "soon"}
     result = subprocess.run([sys.executable, "-m", "streamwarden", "stream"], env=env, capture_output=True,

@@ -24,7 +24,6 @@ from streamwarden.wire import (
     apply_event,
     decode,
     encode,
-    encode_key,
 )
 
 TS = datetime(2026, 11, 21, 10, 0, 0, 123456, tzinfo=UTC)
@@ -51,7 +50,7 @@ def message(**fields: Any) -> bytes:
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.type)
 def test_round_trip(event: SessionEvent) -> None:
     data = encode(event)
-    assert decode(encode_key(event), data, SCHEMA) == event
+    assert decode(event.session_id.encode(), data, SCHEMA) == event
     assert data.startswith(b'{"type":"%s","session_id":"s0-1-000001","seq":' % event.type.encode())
     assert b" " not in data  # compact
 

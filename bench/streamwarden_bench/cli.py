@@ -26,7 +26,7 @@ from typing import Any
 import confluent_kafka
 import pyspark
 
-from streamwarden.broker import LocalBroker
+from streamwarden.local.broker import LocalBroker
 
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
 from .report import chart, markdown, ratios

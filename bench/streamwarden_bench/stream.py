@@ -21,16 +21,17 @@ from typing import Any
 import numpy as np
 import psutil
 
-from streamwarden.checkpoint import caught_up, commit_batches
-from streamwarden.heartbeat import Heartbeat, read_heartbeat
-from streamwarden.launcher import read_launch_record, start_stream_detached
 from streamwarden.processes import live
-from streamwarden.sessions.tables import SESSION_ROWS
+from streamwarden.runfiles.checkpoint import commit_batches
+from streamwarden.runfiles.heartbeat import Heartbeat, read_heartbeat
 from streamwarden.settings import Settings, load_settings
-from streamwarden.sink.commit_protocol import Manifest, load_manifests
+from streamwarden.stream.sessions.tables import SESSION_ROWS
+from streamwarden.stream.sink.commit_protocol import Manifest, load_manifests
+from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 
 from .baseline import consume_ranges
 from .measure import PeakRss, Sampler, epoch, group, percentiles, tree
+from .replay import caught_up
 from .workload import Ends, Workload, log_ends, produce
 
 

@@ -1,7 +1,7 @@
 """Is an engine's output right? Every offset of the workload exactly once, and the same final tables.
 
 Streamwarden's ``session_rows`` and the peer's rows have the same shape (one row per changed table row,
-with its Kafka coordinates): both are replayed with :func:`streamwarden.sessions.replay.final_tables`. The
+with its Kafka coordinates): both are replayed with :func:`streamwarden_bench.replay.final_tables`. The
 baseline keeps one row per message with the raw value, replayed through the reference
 :func:`streamwarden.wire.apply_event`.
 """
@@ -15,11 +15,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamwarden.sessions.replay import final_tables, read_table
-from streamwarden.sessions.tables import QUARANTINE, SESSION_ROWS
+from streamwarden.stream.sessions.tables import QUARANTINE, SESSION_ROWS
 from streamwarden.wire import DEMO_SCHEMA, Table, TableSchema, apply_event, decode
 
 from .baseline import SCHEMA as BASELINE_SCHEMA
+from .replay import final_tables, read_table
 from .workload import Ends
 
 _EXAMPLES = 5

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from streamwarden.kafka_admin import fetch_high_watermarks, list_partitions, metadata_consumer
-from streamwarden.producer import ProducerOptions, ProducerReport, run_producer
+from streamwarden.kafka.admin import fetch_high_watermarks, list_partitions, metadata_consumer
+from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
 from streamwarden.settings import Settings, load_settings
 from streamwarden.wire import Table
 

@@ -14,7 +14,7 @@ Command = Callable[[Settings, argparse.Namespace], int]
 
 
 def _broker(settings: Settings, args: argparse.Namespace) -> int:
-    from streamwarden.broker import LocalBroker
+    from streamwarden.local.broker import LocalBroker
 
     broker = LocalBroker(port=args.port).start()
     print(f"Kafka-protocol broker (Tansu, memory storage) on {broker.bootstrap_servers}; Ctrl-C stops it",
@@ -29,7 +29,7 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _produce(settings: Settings, args: argparse.Namespace) -> int:
-    from streamwarden.producer import options_from_args, run_producer
+    from streamwarden.local.producer import options_from_args, run_producer
 
     report = run_producer(settings, options_from_args(args), progress=lambda line: print(line, flush=True))
     print(json.dumps(report.to_json(), sort_keys=True), flush=True)
@@ -38,32 +38,33 @@ def _produce(settings: Settings, args: argparse.Namespace) -> int:
 
 def _stream() -> int:
     """Loads its own settings: invalid ones are documented in last_failure.json for the warden."""
-    from streamwarden.job import run_stream_from_environment
+    from streamwarden.stream.runner import run_stream_from_environment
 
     return run_stream_from_environment()
 
 
 def _stop(settings: Settings, args: argparse.Namespace) -> int:
-    from streamwarden.control import request_stop
+    from streamwarden.warden.stop import request_stop
 
     return request_stop(settings, wait=args.wait)
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
-    from streamwarden.status import read_status
+    from streamwarden.warden.status import read_status
 
     print(json.dumps(read_status(settings).to_json(), indent=2, sort_keys=True, default=str))
     return 0
 
 
 def _up(settings: Settings, args: argparse.Namespace) -> int:
-    from streamwarden.platform import run_platform
+    from streamwarden.local.up import run_platform
 
     return run_platform(settings, args)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from streamwarden import platform, producer
+    from streamwarden.local import producer
+    from streamwarden.local import up as platform_up
 
     parser = argparse.ArgumentParser(
         prog="streamwarden",
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     stop.set_defaults(func=_stop)
     sub.add_parser("status", help="print the stream's health as JSON").set_defaults(func=_status)
     up = sub.add_parser("up", help="run the whole local platform (broker, producer, Airflow, stream)")
-    platform.add_arguments(up)
+    platform_up.add_arguments(up)
     up.set_defaults(func=_up)
     return parser
 

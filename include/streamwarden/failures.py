@@ -15,10 +15,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
-
-from streamwarden.atomic import read_json, write_json_atomic
 
 
 class FailureClass(StrEnum):
@@ -165,14 +162,3 @@ def _root_cause(exc: BaseException, text: str) -> str:
         return str(causes[-1]).strip()
     first_line = (str(exc).strip().splitlines() or [""])[0]
     return f"{type(exc).__name__}: {first_line}"
-
-
-def write_failure(path: Path, document: FailureDocument) -> None:
-    """Write ``last_failure.json`` atomically."""
-    write_json_atomic(path, document.to_json())
-
-
-def read_failure(path: Path) -> FailureDocument | None:
-    """The last recorded failure, if any."""
-    document = read_json(path)
-    return None if document is None else FailureDocument.from_json(document)

@@ -114,7 +114,7 @@ class Settings(BaseSettings):
         description="Typed columns of a session table, JSON {name: string|long|double|boolean|timestamp}.",
     )
     session_handler: str = Field(
-        "streamwarden.sessions.table_handler:TableReconstruction",
+        "streamwarden.stream.sessions.table_handler:TableReconstruction",
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
         description="package.module:Class of the session handler.",
     )
@@ -272,12 +272,12 @@ def load_settings(**overrides: Any) -> Settings:
         raise SettingsError(describe_validation_error(exc)) from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line per bad setting, named as the user sets it (the environment variable)."""
+def describe_validation_error(exc: ValidationError, prefix: str = ENV_PREFIX) -> str:
+    """One line per bad setting, named as the user sets it (the environment variable under ``prefix``)."""
     lines = []
     for error in exc.errors():
         name = str(error["loc"][0]) if error["loc"] else "?"
         given = error.get("input")
         shown = "" if isinstance(given, dict) else f"={given!r}"
-        lines.append(f"invalid setting {ENV_PREFIX}{name.upper()}{shown}: {error['msg']}")
+        lines.append(f"invalid setting {prefix}{name.upper()}{shown}: {error['msg']}")
     return "\n".join(lines)

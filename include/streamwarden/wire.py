@@ -193,11 +193,6 @@ def encode(event: SessionEvent, pad_to: int = 0) -> bytes:
     return data
 
 
-def encode_key(event: SessionEvent) -> bytes:
-    """The message key: the session id in UTF-8."""
-    return event.session_id.encode()
-
-
 def decode(
     key: bytes | None,
     value: bytes | None,

@@ -9,13 +9,13 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.smtp.hooks.smtp import SmtpHook
 from airflow.sdk import BaseHook
 
-from streamwarden.alerts import Alert, Notifier, alerts_path, dispatch, notifiers
-from streamwarden.control import StopOutcome, stop_stream
-from streamwarden.health import Assessment, assess
-from streamwarden.launcher import start_stream_detached, venv_bin
-from streamwarden.restart_policy import RestartHistory, load_history, save_history
 from streamwarden.settings import Settings, load_settings
-from streamwarden.warden_settings import WardenSettings, load_warden_settings
+from streamwarden.warden.alerts import Alert, Notifier, alerts_path, dispatch, notifiers
+from streamwarden.warden.health import Assessment, assess
+from streamwarden.warden.launcher import start_stream_detached, venv_bin
+from streamwarden.warden.restart_policy import RestartHistory, load_history, save_history
+from streamwarden.warden.settings import WardenSettings, load_warden_settings
+from streamwarden.warden.stop import StopOutcome, stop_stream
 
 
 class StreamwardenHook(BaseHook):
@@ -71,7 +71,8 @@ class StreamwardenHook(BaseHook):
 
     def send_alert(self, alert: Alert) -> dict[str, str]:
         """Deliver through the log, the webhook and e-mail (when configured); recorded in alerts.jsonl."""
-        backends: list[Notifier] = notifiers(self.warden, logging.getLogger("streamwarden.alerts"), self._send_email)
+        logger = logging.getLogger("streamwarden.warden.alerts")
+        backends: list[Notifier] = notifiers(self.warden, logger, self._send_email)
         return dispatch(alert, backends, alerts_path(self.settings))
 
     def _send_email(self, recipients: list[str], subject: str, html: str) -> None:

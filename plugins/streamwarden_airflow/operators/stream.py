@@ -13,11 +13,11 @@ from typing import Any
 from airflow.sdk import BaseBranchOperator, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from streamwarden.alerts import Alert, alerts_path, already_sent
-from streamwarden.control import LIFECYCLE_POOL
-from streamwarden.decision import Action, Decision, decide
-from streamwarden.health import HealthVerdict
-from streamwarden.launcher import StreamAlreadyRunningError, StreamLaunchFailedError, running_holder
+from streamwarden.warden.alerts import Alert, alerts_path, already_sent
+from streamwarden.warden.decision import Action, Decision, decide
+from streamwarden.warden.health import HealthVerdict
+from streamwarden.warden.launcher import StreamAlreadyRunningError, StreamLaunchFailedError, running_holder
+from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from streamwarden.health import Overall
+from streamwarden.warden.health import Overall
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 
 

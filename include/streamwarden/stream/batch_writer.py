@@ -1,0 +1,91 @@
+"""``foreachBatch`` body: turns one micro-batch into one exactly-once commit per output table."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+from streamwarden.failures import IntegrityError
+from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
+from streamwarden.stream.sink.commit_protocol import BatchPlan, CommitProtocol
+from streamwarden.stream.sink.ranges import OffsetRanges
+
+log = logging.getLogger("streamwarden.stream.sink")
+
+
+def planned_ranges(checkpoint: Path, batch_id: int) -> OffsetRanges:
+    """``[start, end)`` per topic-partition of ``batch_id``, from the checkpoint's offset log."""
+    end = read_offsets(checkpoint, batch_id)
+    if end is None:
+        raise IntegrityError(f"batch {batch_id} runs but the offset log has no entry for it",
+                             details={"checkpoint": str(checkpoint)})
+    start = batch_start_offsets(checkpoint, batch_id) or {}
+    ranges: OffsetRanges = {}
+    for topic, parts in end.items():
+        for part, last in parts.items():
+            first = start.get(topic, {}).get(part, last)
+            if last > first:
+                ranges.setdefault(topic, {})[int(part)] = (int(first), int(last))
+    return ranges
+
+
+@dataclass(frozen=True)
+class TableSink:
+    """One output table: which rows of the batch go there, and how its folders are partitioned."""
+
+    protocol: CommitProtocol
+    select: Callable[[DataFrame], DataFrame]
+    partition_columns: Sequence[str]
+
+
+class ParquetBatchWriter:
+    """Writes each micro-batch through the commit protocol of every table."""
+
+    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path, compression: str) -> None:
+        self.sinks = sinks
+        self.checkpoint = checkpoint
+        self.compression = compression
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        ranges = planned_ranges(self.checkpoint, batch_id)
+        pending = []
+        for sink in self.sinks:
+            plan = sink.protocol.plan(ranges, batch_id)
+            if plan.fully_committed:
+                log.warning("batch %d: %s already committed for %s; skipping the write", batch_id,
+                            sink.protocol.table, plan.ranges)
+            else:
+                pending.append((sink, plan))
+        if not pending:
+            # Still evaluate the batch: a stateful operator must commit its state for every batch id
+            # (Spark validates it), also when the output of a replayed or empty batch is already at rest.
+            frame.write.format("noop").mode("overwrite").save()
+            return
+        shared = len(pending) > 1  # computed once: a stateful batch must not be evaluated twice
+        if shared:
+            frame = frame.persist()
+        try:
+            for sink, plan in pending:
+                self._write(sink, plan, frame, batch_id)
+        finally:
+            if shared:
+                frame.unpersist()
+
+    def _write(self, sink: TableSink, plan: BatchPlan, frame: DataFrame, batch_id: int) -> None:
+        rows = sink.select(frame)
+        keep = plan.exclusion_predicate()
+        if keep is not None:
+            log.warning("batch %d: skipping already committed offsets of %s: %s", batch_id, sink.protocol.table,
+                        plan.already_committed)
+            rows = rows.filter(keep)
+        writer = rows.write.mode("overwrite").option("compression", self.compression)
+        if sink.partition_columns:
+            writer = writer.partitionBy(*sink.partition_columns)
+        writer.parquet(str(plan.staging_dir))
+        manifest = sink.protocol.commit(plan, {"batch_id": batch_id})
+        log.info("batch %d committed to %s: %d rows in %d files", batch_id, sink.protocol.table, manifest.rows,
+                 len(manifest.files))

@@ -1,0 +1,84 @@
+"""Heartbeat from a ``StreamingQueryListener``: written on start, every progress, idle and termination.
+
+Spark emits no progress event while idle; ``onQueryIdle`` fires instead (every
+``spark.sql.streaming.noDataProgressEventInterval``), so the heartbeat keeps beating when no data flows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
+
+log = logging.getLogger("streamwarden.runfiles.heartbeat")
+
+
+def _offsets(text: str | None) -> dict[str, dict[str, int]]:
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+class HeartbeatListener(StreamingQueryListener):
+    """Writes ``heartbeat.json`` atomically for the warden; never raises into Spark."""
+
+    def __init__(self, path: Path, trigger_interval_s: float) -> None:
+        self.path = path
+        self.trigger_interval_s = trigger_interval_s
+        self.last: Heartbeat | None = None
+
+    def _write(self, heartbeat: Heartbeat) -> None:
+        self.last = heartbeat
+        try:
+            write_heartbeat(self.path, heartbeat)
+        except OSError:
+            log.exception("cannot write heartbeat %s", self.path)
+
+    def _carry(self, event: str, query_id: Any, run_id: Any) -> Heartbeat:
+        base = self.last or Heartbeat(event=event, query_id=str(query_id), run_id=str(run_id), pid=os.getpid(),
+                                      trigger_interval_s=self.trigger_interval_s)
+        return replace(base, event=event, query_id=str(query_id), run_id=str(run_id),
+                       written_at=datetime.now(UTC).isoformat(), num_input_rows=0)
+
+    def onQueryStarted(self, event: Any) -> None:
+        self._write(self._carry("started", event.id, event.runId))
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        source = progress.sources[0] if progress.sources else None
+        durations = {k: int(v) for k, v in (progress.durationMs or {}).items()}
+        self._write(Heartbeat(
+            event="progress",
+            query_id=str(progress.id),
+            run_id=str(progress.runId),
+            pid=os.getpid(),
+            batch_id=int(progress.batchId),
+            progress_timestamp=str(progress.timestamp),
+            num_input_rows=int(progress.numInputRows),
+            input_rows_per_second=float(progress.inputRowsPerSecond or 0.0),
+            processed_rows_per_second=float(progress.processedRowsPerSecond or 0.0),
+            batch_duration_ms=int(progress.batchDuration),
+            trigger_interval_s=self.trigger_interval_s,
+            end_offsets=_offsets(source.endOffset if source else None),
+            latest_offsets=_offsets(source.latestOffset if source else None),
+            state=[json.loads(op.json) for op in progress.stateOperators],
+            durations_ms=durations,
+        ))
+
+    def onQueryIdle(self, event: Any) -> None:
+        self._write(self._carry("idle", event.id, event.runId))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self._write(self._carry("terminated", event.id, event.runId))

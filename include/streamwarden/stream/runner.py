@@ -1,0 +1,131 @@
+"""``streamwarden stream``: the long-running job, with its lease, drain and classified exit.
+
+Lifecycle: take the checkpoint lease (or exit 73) -> clear a stale stop marker -> start the query with
+the heartbeat listener -> wait; when the stop marker appears, drain (the source plans nothing new,
+the running batch commits) and exit 0 -> on any failure write ``last_failure.json`` and exit with the
+code of its class.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass, FailureDocument, classify
+from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
+from streamwarden.runfiles.failure_file import write_failure
+from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
+from streamwarden.settings import ENV_PREFIX, Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger("streamwarden.stream.runner")
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run_stream_from_environment() -> int:
+    """Load the settings and run; invalid settings are a documented CONFIG failure, not a silent exit.
+
+    The warden decides from ``last_failure.json``: without it a bad setting would look like a dead
+    stream and be restarted until the circuit breaker trips. The run root is then taken from
+    ``STREAMWARDEN_RUN_ROOT`` or ``STREAMWARDEN_HOME`` as far as they can be read.
+    """
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"streamwarden: {exc}", file=sys.stderr)
+        home = Path(os.environ.get(f"{ENV_PREFIX}HOME", ".streamwarden"))
+        run_root = Path(os.environ.get(f"{ENV_PREFIX}RUN_ROOT", home / "run"))
+        document = FailureDocument(FailureClass.CONFIG, str(exc), EXIT_CODES[FailureClass.CONFIG])
+        write_failure(run_root / "last_failure.json", document)
+        return document.exit_code
+    return run_stream(settings)
+
+
+def run_stream(settings: Settings) -> int:
+    """Run the stream in the foreground until stopped or failed; returns the process exit code."""
+    configure_logging()
+    lease = CheckpointLease(settings.lease_path, settings.checkpoint_location)
+    try:
+        holder = lease.acquire()
+    except LeaseHeldError as exc:
+        print(f"streamwarden: {exc}", file=sys.stderr)
+        return EXIT_ALREADY_RUNNING
+    log.info("lease taken: %s", holder)
+    try:
+        settings.stop_marker_path.unlink(missing_ok=True)
+        if settings.failure_path.exists():
+            settings.failure_path.replace(settings.failure_path.with_name("previous_failure.json"))
+        return _run(settings)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            log.warning("interrupted")
+            return 130
+        document = classify(exc)
+        write_failure(settings.failure_path, document)
+        log.error("stream failed (%s, exit %d): %s", document.failure_class, document.exit_code,
+                  document.message)
+        return document.exit_code
+    finally:
+        lease.release()
+
+
+def _run(settings: Settings) -> int:
+    from streamwarden.stream.listener import HeartbeatListener
+    from streamwarden.stream.pipeline import start_query
+    from streamwarden.stream.spark_session import build_spark_session
+
+    spark = build_spark_session(settings)
+    spark.streams.addListener(HeartbeatListener(settings.heartbeat_path, settings.trigger_interval))
+    query = start_query(spark, settings)
+    log.info("query %s started (run %s)", query.id, query.runId)
+    try:
+        while query.isActive:
+            if settings.stop_marker_path.exists():
+                _drain(query, settings)
+                settings.stop_marker_path.unlink(missing_ok=True)
+                log.info("drained and stopped")
+                return 0
+            query.awaitTermination(1)
+        error = query.exception()
+        if error is not None:
+            raise error
+        return 0
+    finally:
+        if query.isActive:
+            query.stop()
+        spark.stop()
+
+
+def _drain(query: StreamingQuery, settings: Settings, timeout: float = 600.0) -> None:
+    """Let the running batch commit, then stop; no new offsets are planned once the marker exists.
+
+    Quiet means: no trigger active, and the checkpoint's last planned batch is committed, seen on three
+    polls in a row and at least one trigger interval after the marker appeared.
+    """
+    log.info("stop marker found: draining")
+    checkpoint = settings.checkpoint_location
+    earliest_stop = time.monotonic() + settings.trigger_interval
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while query.isActive and time.monotonic() < deadline:
+        planned, committed = offset_batches(checkpoint), commit_batches(checkpoint)
+        settled = not planned or (bool(committed) and committed[-1] == planned[-1])
+        quiet = quiet + 1 if settled and not query.status["isTriggerActive"] else 0
+        if quiet >= 3 and time.monotonic() >= earliest_stop:
+            break
+        time.sleep(0.5)
+    else:
+        if query.isActive:
+            log.warning("drain did not settle within %.0fs; stopping anyway (the batch will be replayed)",
+                        timeout)
+    query.stop()

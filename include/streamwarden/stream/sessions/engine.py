@@ -1,0 +1,216 @@
+"""Applies one session's events in order under an integrity tier: the pure core of the stateful job.
+
+No Spark here: :func:`process_session` takes the session's stored meta and handler state plus this
+batch's raw records (already sorted by topic, partition, offset) and returns the new meta and state,
+the output rows and the dead letters. Every record ends up in exactly one of the two lists, or the
+call raises a classified error (INTEGRITY, MALFORMED) that stops the job.
+
+Tiers:
+
+* ``none``: apply whatever decodes.
+* ``fuzzy``: an event whose time is more than ``lateness`` behind the latest event time of its session
+  (its event-time watermark) is a dead letter (``LATE_EVENT``); sequence numbers are not checked.
+* ``strict``: an update/delete/end before any snapshot, a duplicate ``seq`` or a ``seq`` gap is an
+  INTEGRITY failure naming session, expected and seen seq, topic, partition, offset; a session seen in
+  two topic-partitions is always one. With ``on_gap=resync`` the damaged event and everything after it
+  up to the session's next snapshot become dead letters instead (``SEQUENCE_GAP``, ``DUPLICATE_SEQ``,
+  ``UPDATE_BEFORE_SNAPSHOT``, then ``RESYNC_SKIPPED``) and the job keeps running.
+
+Malformed input (any :class:`~streamwarden.wire.WireErrorKind`) is a dead letter, or a MALFORMED failure
+with ``malformed_policy=fail``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from streamwarden.failures import IntegrityError, MalformedDataError
+from streamwarden.stream.sessions.handler import OutputRow, SessionHandler
+from streamwarden.wire import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    EndEvent,
+    SessionEvent,
+    SnapshotEvent,
+    TableSchema,
+    WireFormatError,
+    decode,
+)
+
+Tier = Literal["none", "fuzzy", "strict"]
+
+
+class DeadReason(StrEnum):
+    """Error classes of dead letters that are not wire-format errors."""
+
+    SEQUENCE_GAP = "SEQUENCE_GAP"
+    DUPLICATE_SEQ = "DUPLICATE_SEQ"
+    UPDATE_BEFORE_SNAPSHOT = "UPDATE_BEFORE_SNAPSHOT"
+    RESYNC_SKIPPED = "RESYNC_SKIPPED"
+    LATE_EVENT = "LATE_EVENT"
+
+
+@dataclass(frozen=True)
+class SessionPolicy:
+    """How hard to check a session's events (from the settings)."""
+
+    tier: Tier = "strict"
+    on_gap: Literal["fail", "resync"] = "fail"
+    malformed: Literal["quarantine", "fail"] = "quarantine"
+    lateness_s: float = 300.0
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+
+
+@dataclass
+class SessionMeta:
+    """What the framework remembers per session, next to the handler's state."""
+
+    next_seq: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    max_event_time: str | None = None
+    resync_since: dict[str, Any] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SessionMeta:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One Kafka record of the session."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: datetime | None
+
+
+@dataclass(frozen=True)
+class AppliedRow:
+    """An output row with the event that caused it."""
+
+    record: RawRecord
+    event: SessionEvent
+    row: OutputRow
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record that was not applied, and why."""
+
+    record: RawRecord
+    error_class: str
+    message: str
+
+
+@dataclass
+class SessionResult:
+    """The outcome of one batch for one session."""
+
+    meta: SessionMeta
+    state: Any
+    rows: list[AppliedRow] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    released: bool = False
+
+
+def process_session(
+    meta: SessionMeta,
+    state: Any,
+    records: list[RawRecord],
+    *,
+    handler: SessionHandler[Any],
+    schema: TableSchema,
+    policy: SessionPolicy,
+) -> SessionResult:
+    """Apply ``records`` (sorted by topic, partition, offset) to one session."""
+    result = SessionResult(meta, state)
+    for record in records:
+        try:
+            event = decode(record.key, record.value, schema, policy.max_message_bytes)
+        except WireFormatError as error:
+            if policy.malformed == "fail":
+                raise MalformedDataError(str(error), topic=record.topic, partition=record.partition,
+                                         offset=record.offset, details={"kind": error.kind.value}) from None
+            result.dead.append(DeadLetter(record, error.kind.value.upper(), str(error)))
+            continue
+        refusal = _refusal(result.meta, event, record, policy)
+        if refusal is not None:
+            result.dead.append(DeadLetter(record, *refusal))
+            continue
+        result.state, rows = handler.on_event(result.state, event)
+        result.rows.extend(AppliedRow(record, event, row) for row in rows)
+        _advance(result.meta, event, record)
+        if isinstance(event, EndEvent):
+            result.meta, result.state, result.released = SessionMeta(), handler.initial_state(), True
+        else:
+            result.released = False
+    return result
+
+
+def _refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord,
+             policy: SessionPolicy) -> tuple[str, str] | None:
+    """Why ``event`` must not be applied (a dead letter), ``None`` to apply; raises when the job must stop."""
+    where: dict[str, Any] = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
+    moved = meta.partition is not None and (meta.topic, meta.partition) != (record.topic, record.partition)
+    if moved and policy.tier == "strict":
+        raise IntegrityError(
+            f"session {event.session_id} seen in two topic-partitions: {meta.topic}[{meta.partition}] and "
+            f"{record.topic}[{record.partition}] (its producer must key every message by session id)",
+            details={"session_id": event.session_id, "first": [meta.topic, meta.partition]}, **where)
+    if policy.tier == "none":
+        return None
+    if policy.tier == "fuzzy":
+        if meta.max_event_time is not None:
+            behind = (datetime.fromisoformat(meta.max_event_time) - event.ts).total_seconds()
+            if behind > policy.lateness_s:
+                return DeadReason.LATE_EVENT, (f"event time {event.ts.isoformat()} is {behind:.0f}s behind the "
+                                               f"session's watermark (lateness bound {policy.lateness_s:.0f}s)")
+        return None
+    return _strict_refusal(meta, event, record, policy, where)
+
+
+def _strict_refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord, policy: SessionPolicy,
+                    where: dict[str, Any]) -> tuple[str, str] | None:
+    snapshot = isinstance(event, SnapshotEvent)
+    if meta.resync_since is not None:
+        if snapshot:
+            return None
+        return DeadReason.RESYNC_SKIPPED, (
+            f"session {event.session_id} awaits its next snapshot since offset {meta.resync_since['offset']} "
+            f"({meta.resync_since['reason']}); seq {event.seq} skipped")
+    expected = meta.next_seq
+    if expected is None:
+        if snapshot:
+            return None
+        reason, text = DeadReason.UPDATE_BEFORE_SNAPSHOT, f"{event.type} before any snapshot"
+    elif event.seq == expected or (snapshot and policy.on_gap == "resync"):
+        return None
+    elif event.seq < expected:
+        reason, text = DeadReason.DUPLICATE_SEQ, "duplicate seq"
+    else:
+        reason, text = DeadReason.SEQUENCE_GAP, "seq gap"
+    message = (f"{text} in session {event.session_id}: expected seq {expected}, saw {event.seq} "
+               f"at {record.topic}[{record.partition}]@{record.offset}")
+    if policy.on_gap == "fail":
+        raise IntegrityError(message, details={"session_id": event.session_id, "reason": reason.value,
+                                               "expected_seq": expected, "seen_seq": event.seq}, **where)
+    meta.resync_since = {"offset": record.offset, "seq": event.seq, "expected_seq": expected, "reason": reason}
+    return reason, f"{message}; session quarantined until its next snapshot"
+
+
+def _advance(meta: SessionMeta, event: SessionEvent, record: RawRecord) -> None:
+    meta.next_seq = event.seq + 1
+    meta.topic, meta.partition = record.topic, record.partition
+    meta.resync_since = None
+    if meta.max_event_time is None or event.ts > datetime.fromisoformat(meta.max_event_time):
+        meta.max_event_time = event.ts.isoformat()

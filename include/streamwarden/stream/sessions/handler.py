@@ -1,0 +1,127 @@
+"""The user-pluggable session handler interface, and how the job finds and pins one.
+
+A handler turns one session's events, in order, into output rows, keeping a state of its own type::
+
+    class MyHandler:
+        state_version = 1
+        state_schema = "count: int"
+
+        def output_columns(self, schema: TableSchema) -> list[tuple[str, ColumnType]]:
+            return [("events_so_far", "long")]
+
+        def initial_state(self) -> int:
+            return 0
+
+        def on_event(self, state: int, event: SessionEvent) -> tuple[int, list[dict[str, Value]]]:
+            return state + 1, [{"events_so_far": state + 1}]
+
+        def encode_state(self, state: int) -> bytes: ...
+        def decode_state(self, data: bytes) -> int: ...
+
+The job calls ``on_event`` in (partition, offset) order, only for events that passed the integrity tier,
+and adds ``topic, partition, offset, session_id, seq, event_ts`` to every output row. State is stored as
+the handler's own bytes (JSON, msgspec...; never pickle: the checkpoint outlives the code). An ``end``
+event releases the state after ``on_event``. To keep the offset accounting exact (every consumed offset
+in ``session_rows`` or ``quarantine``), a handler should emit at least one row per event.
+
+Select a handler with ``STREAMWARDEN_SESSION_HANDLER=package.module:ClassName``. Its *fingerprint*
+(class, ``state_version``, ``state_schema``, and the job's ``session_buckets``, which decide where each
+session's state lives) is recorded next to the checkpoint on first start; a later start with a different
+fingerprint is refused (CONFIG) before any batch runs, instead of crashing on undecodable or misplaced
+state mid-batch. Bump ``state_version`` whenever the state encoding changes. A handler class may declare
+``handler_name = "..."`` to keep its fingerprint when it moves to another module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.failures import ConfigError
+from streamwarden.wire import ColumnType, SessionEvent, TableSchema, Value
+
+S = TypeVar("S")
+OutputRow = dict[str, Value]
+HANDLER_FILE = "streamwarden_handler.json"
+
+
+@runtime_checkable
+class SessionHandler(Protocol[S]):
+    """Rebuilds whatever a session means to you from its ordered events."""
+
+    state_version: ClassVar[int]
+    state_schema: ClassVar[str]
+
+    def output_columns(self, schema: TableSchema) -> Sequence[tuple[str, ColumnType]]:
+        """Typed columns of the rows ``on_event`` returns (the framework adds the Kafka/session columns)."""
+        ...
+
+    def initial_state(self) -> S:
+        """State of a session before its first event."""
+        ...
+
+    def on_event(self, state: S, event: SessionEvent) -> tuple[S, Sequence[OutputRow]]:
+        """Apply one event; return the new state and the output rows it causes."""
+        ...
+
+    def encode_state(self, state: S) -> bytes:
+        """Serialise the state (stable across restarts of the same ``state_version``)."""
+        ...
+
+    def decode_state(self, data: bytes) -> S:
+        """Inverse of :meth:`encode_state`."""
+        ...
+
+
+def load_handler(path: str) -> SessionHandler[Any]:
+    """Instantiate ``package.module:ClassName``; a clear CONFIG error when it is not a handler."""
+    module_name, _, class_name = path.partition(":")
+    try:
+        handler_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"session handler {path!r} cannot be loaded: {exc}") from exc
+    missing = [name for name in ("state_version", "state_schema", "output_columns", "initial_state",
+                                 "on_event", "encode_state", "decode_state") if not hasattr(handler_class, name)]
+    if missing:
+        raise ConfigError(f"session handler {path!r} lacks {', '.join(missing)}")
+    try:
+        return handler_class()  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise ConfigError(f"session handler {path!r} must be constructible without arguments: {exc}") from exc
+
+
+def fingerprint(handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:
+    """What identifies the layout of the session state: the handler's, and the number of buckets."""
+    default_name = f"{type(handler).__module__}:{type(handler).__qualname__}"
+    identity = {"handler": getattr(handler, "handler_name", default_name),
+                "state_version": handler.state_version, "state_schema": handler.state_schema,
+                "session_buckets": buckets}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return {**identity, "fingerprint": digest}
+
+
+def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:
+    """Record the state layout's fingerprint with a new checkpoint, or refuse an incompatible one."""
+    current = fingerprint(handler, buckets)
+    path = checkpoint / HANDLER_FILE
+    recorded = read_json(path)
+    if recorded is None:
+        write_json_atomic(path, current)
+        return current
+    if recorded["fingerprint"] != current["fingerprint"]:
+        raise ConfigError(
+            f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
+            f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
+            "checkpoint from the last snapshots (see docs/sessions.md).",
+            details={"recorded": recorded, "configured": current})
+    return current
+
+
+def _layout(pinned: dict[str, Any]) -> str:
+    return (f"{pinned['handler']} (state_version {pinned['state_version']}, session_buckets "
+            f"{pinned.get('session_buckets', 'unset')}, fingerprint {pinned['fingerprint']})")

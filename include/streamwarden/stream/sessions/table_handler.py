@@ -1,0 +1,62 @@
+"""The built-in handler: rebuilds each session's table and emits the full row image after every change."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import msgspec
+
+from streamwarden.stream.sessions.handler import OutputRow
+from streamwarden.wire import (
+    ColumnType,
+    DeleteEvent,
+    EndEvent,
+    SessionEvent,
+    SnapshotEvent,
+    TableSchema,
+    Value,
+)
+
+SessionTable = dict[str, dict[str, Value]]
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(dict[str, dict[str, str | int | float | bool | None]])
+
+
+class TableReconstruction:
+    """``op`` is snapshot | upsert | delete | end; a snapshot yields one row per table row.
+
+    An empty snapshot and ``end`` yield one row with a null ``row_id``, so every applied event has a row.
+    Columns absent from an update (or null) keep their previous value.
+    """
+
+    handler_name: ClassVar[str] = "streamwarden.sessions.table_handler:TableReconstruction"  # its first home
+    state_version: ClassVar[int] = 1
+    state_schema: ClassVar[str] = "json object: row_id -> {column: value}"
+
+    def output_columns(self, schema: TableSchema) -> Sequence[tuple[str, ColumnType]]:
+        return [("op", "string"), ("row_id", "string"), *schema.columns]
+
+    def initial_state(self) -> SessionTable:
+        return {}
+
+    def on_event(self, state: SessionTable, event: SessionEvent) -> tuple[SessionTable, list[OutputRow]]:
+        if isinstance(event, SnapshotEvent):
+            table: SessionTable = {row.row_id: {c: v for c, v in row.values.items() if v is not None}
+                                   for row in event.rows}
+            rows: list[OutputRow] = [{"op": "snapshot", "row_id": row_id, **values} for row_id, values in table.items()]
+            return table, rows or [{"op": "snapshot", "row_id": None}]
+        if isinstance(event, EndEvent):
+            return {}, [{"op": "end", "row_id": None}]
+        if isinstance(event, DeleteEvent):
+            state.pop(event.row_id, None)
+            return state, [{"op": "delete", "row_id": event.row_id}]
+        row = state.setdefault(event.row_id, {})
+        row.update((c, v) for c, v in event.values.items() if v is not None)
+        return state, [{"op": "upsert", "row_id": event.row_id, **row}]
+
+    def encode_state(self, state: SessionTable) -> bytes:
+        return _ENCODER.encode(state)
+
+    def decode_state(self, data: bytes) -> SessionTable:
+        return _DECODER.decode(data)

@@ -1,0 +1,240 @@
+"""``pykafka``: a Spark streaming source for Kafka written as a PySpark Python Data Source.
+
+Options mirror Spark's Kafka source so users recognise them:
+
+==========================  ===========================================================================
+``kafka.<librdkafka key>``  client settings (``kafka.bootstrap.servers``, ``kafka.security.protocol``,
+                            ``kafka.sasl.*``, ``kafka.ssl.*``)
+``subscribePattern``        regex of topics (full match); re-evaluated at every trigger: new topics and
+                            partitions are read from their earliest offset, deleted ones are pruned
+``startingOffsets``         ``earliest`` | ``latest`` | JSON ``{topic: {partition: offset}}`` (-2 earliest,
+                            -1 latest); only for a new checkpoint
+``failOnDataLoss``          ``true`` (default): expired/vanished offsets fail with DATA_LOSS
+``maxOffsetsPerTrigger``    cap of records per micro-batch, spread fairly over partitions
+``highWatermarkSource``     ``fetch`` (default, right on every broker) | ``list_offsets`` (Apache Kafka)
+``failOnTopicDeletion``     ``true``: a vanished topic is DATA_LOSS instead of a pruning warning
+``stopMarkerPath``          when this file exists no new offsets are planned (graceful drain)
+``initialOffsetsPath``      where the first planned offsets are persisted, so a replay of batch 0 after
+                            a crash reads exactly the same range
+``readTimeout``             seconds a reader waits for a planned record before ENVIRONMENT failure
+``maxReadTasks``            at most this many Spark tasks read per micro-batch; the topic-partitions'
+                            ranges are packed into them by record count (default 0: one task per
+                            topic-partition, as Spark's Kafka source does)
+==========================  ===========================================================================
+
+Driver side (one long-lived process): :meth:`KafkaStreamReader.initialOffset`, ``latestOffset``,
+``partitions``, ``commit``. Executor side: ``read`` on a pickled copy, so it only uses what travels in
+:class:`~streamwarden.stream.source.range_reader.KafkaRange`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.failures import ConfigError, DataLossError
+from streamwarden.kafka.admin import (
+    TopicPartitionId,
+    fetch_high_watermarks,
+    list_offsets_watermarks,
+    list_partitions,
+    metadata_consumer,
+)
+from streamwarden.runfiles.checkpoint import OffsetDoc
+from streamwarden.stream.source.offsets import Positions, from_doc, pack, spread_limit, to_doc
+from streamwarden.stream.source.range_reader import KafkaRange, read_ranges
+from streamwarden.stream.source.schema import SPARK_DDL
+
+log = logging.getLogger("streamwarden.stream.source")
+SOURCE_NAME = "pykafka"
+_EARLIEST, _LATEST = -2, -1
+
+
+def _flag(options: dict[str, str], name: str, default: bool) -> bool:
+    value = options.get(name, str(default)).strip().lower()
+    if value not in {"true", "false"}:
+        raise ConfigError(f"option {name} must be true or false, got {value!r}")
+    return value == "true"
+
+
+class KafkaSourceOptions:
+    """Parsed, validated options of the source."""
+
+    def __init__(self, raw: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in raw.items()}  # Spark hands options over case-insensitively
+        self.client_config = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
+        if "bootstrap.servers" not in self.client_config:
+            raise ConfigError("option kafka.bootstrap.servers is required")
+        pattern = options.get("subscribepattern")
+        if not pattern:
+            raise ConfigError("option subscribePattern is required")
+        self.pattern = pattern
+        self.starting_offsets = options.get("startingoffsets", "earliest")
+        self.fail_on_data_loss = _flag(options, "failondataloss", True)
+        self.fail_on_topic_deletion = _flag(options, "failontopicdeletion", False)
+        max_offsets = options.get("maxoffsetspertrigger")
+        self.max_offsets = int(max_offsets) if max_offsets else None
+        self.watermark_source = options.get("highwatermarksource", "fetch")
+        if self.watermark_source not in {"fetch", "list_offsets"}:
+            raise ConfigError(f"highWatermarkSource must be fetch or list_offsets, got {self.watermark_source}")
+        self.stop_marker = Path(options["stopmarkerpath"]) if options.get("stopmarkerpath") else None
+        self.initial_offsets_path = (Path(options["initialoffsetspath"])
+                                     if options.get("initialoffsetspath") else None)
+        self.read_timeout = float(options.get("readtimeout", "120"))
+        self.max_read_tasks = int(options.get("maxreadtasks", "0"))
+
+
+class KafkaDataSource(DataSource):
+    """Registers as ``pykafka``; the schema is fixed (:data:`~streamwarden.stream.source.schema.SPARK_DDL`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SPARK_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(KafkaSourceOptions(dict(self.options)))
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Plans exact offset ranges per topic-partition and reads them on executors."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self._consumer: Any = None
+        self._latest: OffsetDoc | None = None
+        self._known_ends: dict[TopicPartitionId, tuple[int, int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_consumer"] = None  # never ship the driver's client to executors
+        state["_known_ends"] = {}
+        return state
+
+    # -- driver side ---------------------------------------------------------------------------
+    def _meta(self) -> Any:
+        if self._consumer is None:
+            self._consumer = metadata_consumer(self.options.client_config)
+        return self._consumer
+
+    def _watermarks(self, partitions: list[TopicPartitionId]) -> dict[TopicPartitionId, tuple[int, int]]:
+        if self.options.watermark_source == "fetch":
+            return fetch_high_watermarks(self._meta(), partitions, known=self._known_ends)
+        return list_offsets_watermarks(self._meta(), partitions)
+
+    def initialOffset(self) -> dict[str, Any]:
+        path = self.options.initial_offsets_path
+        persisted = read_json(path) if path else None
+        if persisted is not None:
+            return dict(persisted)
+        partitions = list_partitions(self._meta(), self.options.pattern)
+        marks = self._watermarks(partitions)
+        spec = self.options.starting_offsets
+        explicit = from_doc(json.loads(spec)) if spec not in {"earliest", "latest"} else {}
+        positions: Positions = {}
+        for tp, (low, high) in marks.items():
+            wanted = explicit.get(tp, _LATEST if spec == "latest" else _EARLIEST)
+            offset = low if wanted == _EARLIEST else high if wanted == _LATEST else wanted
+            if offset < low and self.options.fail_on_data_loss:
+                raise DataLossError(f"startingOffsets asks for {offset} but the earliest available is {low}",
+                                    topic=tp.topic, partition=tp.partition, offset=offset,
+                                    details={"expected": offset, "available": [low, high]})
+            positions[tp] = offset
+        doc = to_doc(positions)
+        if path:
+            write_json_atomic(path, doc)
+        log.info("initial offsets: %s", doc)
+        return dict(doc)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets:
+            return ReadMaxRows(self.options.max_offsets)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if self.options.stop_marker is not None and self.options.stop_marker.exists():
+            log.info("stop marker %s present: planning no new offsets", self.options.stop_marker)
+            return start
+        begin = from_doc(start)
+        partitions = list_partitions(self._meta(), self.options.pattern)
+        marks = self._watermarks(partitions)
+        self._latest = to_doc({tp: high for tp, (_, high) in marks.items()})
+        self._prune(begin, set(marks))
+        latest: Positions = {}
+        for tp, (low, high) in marks.items():
+            if tp not in begin:
+                latest[tp] = low  # new partition: enters at its earliest offset, read from the next batch
+                log.warning("new topic-partition %s[%d] joins at offset %d", tp.topic, tp.partition, low)
+                continue
+            latest[tp] = self._checked_end(tp, begin[tp], low, high)
+        if isinstance(limit, ReadMaxRows):
+            latest = spread_limit({tp: p for tp, p in begin.items() if tp in latest}, latest, limit.max_rows)
+        return dict(to_doc(latest))
+
+    def _prune(self, begin: Positions, present: set[TopicPartitionId]) -> None:
+        for tp in sorted(set(begin) - present):
+            message = f"topic-partition {tp.topic}[{tp.partition}] no longer exists (last position {begin[tp]})"
+            if self.options.fail_on_topic_deletion:
+                raise DataLossError(message, topic=tp.topic, partition=tp.partition, offset=begin[tp])
+            log.warning("%s: pruned from the offsets", message)
+
+    def _checked_end(self, tp: TopicPartitionId, position: int, low: int, high: int) -> int:
+        """The end to plan for ``tp``; fails (or resets) when the log no longer holds ``position``."""
+        lost = position < low or position > high
+        if lost and self.options.fail_on_data_loss:
+            reason = "expired by retention" if position < low else "beyond the log end (topic recreated?)"
+            raise DataLossError(f"next offset {position} is {reason}; available [{low}, {high})",
+                                topic=tp.topic, partition=tp.partition, offset=position,
+                                details={"expected": position, "available": [low, high]})
+        if lost:
+            log.warning("%s[%d]: offset %d unavailable, reading from %d", tp.topic, tp.partition, position, low)
+        return high
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return dict(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, finish = from_doc(start), from_doc(end)
+        ranges = []
+        for tp in sorted(finish):
+            first = begin.get(tp, finish[tp])
+            last = finish[tp]
+            if last < first:  # failOnDataLoss=false and the log went backwards: read what exists
+                first = 0
+            if last > first:
+                ranges.append(KafkaRange(tp.topic, tp.partition, first, last, self.options.client_config,
+                                         self.options.fail_on_data_loss, self.options.read_timeout))
+        packed = pack(ranges, lambda r: r.end - r.start, self.options.max_read_tasks)
+        return [KafkaInputPartition(tasks) for tasks in packed]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Spark committed ``end``; the checkpoint is the source of truth, nothing to do here."""
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # -- executor side -------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_ranges(partition.ranges)
+
+
+class KafkaInputPartition(InputPartition):
+    """Carries the :class:`KafkaRange` objects of one Spark task to an executor."""
+
+    def __init__(self, ranges: list[KafkaRange]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges

@@ -1,0 +1,1 @@
+"""Checks of the output as an outside reader sees it: every Kafka offset exactly once, manifests true."""

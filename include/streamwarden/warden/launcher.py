@@ -1,0 +1,195 @@
+"""Start the stream detached from the caller, so no Airflow task holds a slot for the stream's lifetime.
+
+The stream runs as ``spark-submit jobs/stream.py`` in a session of its own (``start_new_session``): the
+caller may exit at once, and signals to the caller's process group never reach the stream. Output goes
+to a log file under ``<run_root>/logs``. Each launch is recorded in ``<run_root>/launch.json`` so that a
+stop can still find a stream that has not taken the lease yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+
+import streamwarden
+from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.failures import EXIT_ALREADY_RUNNING
+from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
+from streamwarden.settings import ENV_PREFIX, Settings
+
+REPO_ENV = "STREAMWARDEN_REPO"
+CommandBuilder = Callable[[Settings, Path], list[str]]
+"""Builds the argv that runs ``application`` (the job script) with the given settings."""
+
+
+class LaunchError(RuntimeError):
+    """The stream could not be started."""
+
+
+class StreamAlreadyRunningError(LaunchError):
+    """A live process holds the checkpoint lease."""
+
+    def __init__(self, holder: LeaseHolder | None) -> None:
+        self.holder = holder
+        super().__init__(f"the stream is already running ({describe_holder(holder)})")
+
+
+class StreamLaunchFailedError(LaunchError):
+    """The launched process died, or did not take the lease in time."""
+
+    def __init__(self, message: str, log_path: Path, exit_code: int | None) -> None:
+        self.log_path = log_path
+        self.exit_code = exit_code
+        super().__init__(f"{message}; log {log_path}:\n{log_tail(log_path)}")
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """The last launched stream process group (its leader is the spark-submit process)."""
+
+    pid: int
+    create_time: float
+    command: list[str]
+    log_path: str
+    launched_at: str
+
+    def leader_alive(self) -> bool:
+        """True while the launched leader process (the same one, not a reused pid) still runs."""
+        try:
+            process = psutil.Process(self.pid)
+            return (abs(process.create_time() - self.create_time) < 0.01
+                    and process.status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+
+def repo_root() -> Path:
+    """The Streamwarden checkout (``dags/``, ``jobs/``, ``plugins/``): ``$STREAMWARDEN_REPO`` or the
+    folder two levels above the ``streamwarden`` package (an editable install)."""
+    configured = os.environ.get(REPO_ENV)
+    root = Path(configured) if configured else Path(streamwarden.__file__).resolve().parents[2]
+    if not (root / "jobs" / "stream.py").is_file() or not (root / "dags").is_dir():
+        raise FileNotFoundError(
+            f"{root} is not a Streamwarden checkout (no jobs/stream.py and dags/); set {REPO_ENV}"
+        )
+    return root.absolute()
+
+
+def venv_bin() -> Path:
+    """The folder of this interpreter's scripts (``spark-submit``, ``airflow``)."""
+    return Path(sys.executable).parent
+
+
+def spark_submit_command(settings: Settings, application: Path) -> list[str]:
+    """The default command: this environment's ``spark-submit`` on ``settings.spark_master``."""
+    return [str(venv_bin() / "spark-submit"), "--master", settings.spark_master, "--name",
+            settings.query_name, str(application)]
+
+
+def launch_record_path(settings: Settings) -> Path:
+    return settings.root("run") / "launch.json"
+
+
+def read_launch_record(settings: Settings) -> LaunchRecord | None:
+    document = read_json(launch_record_path(settings))
+    return None if document is None else LaunchRecord(**document)
+
+
+def running_holder(settings: Settings) -> LeaseHolder | None:
+    """The lease holder when the stream is running right now, else ``None``."""
+    holder = read_holder(settings.lease_path)
+    if holder is not None and is_held(settings.lease_path) and holder.is_alive():
+        return holder
+    return None
+
+
+def stream_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The stream's environment: ``base`` without Airflow's or stale Streamwarden variables, plus the
+    settings, this interpreter for PySpark and this environment's scripts first on ``PATH``."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith(("AIRFLOW", ENV_PREFIX))}
+    env.update(settings.to_env())
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["PATH"] = os.pathsep.join([str(venv_bin()), env.get("PATH", os.defpath)])
+    return env
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file (empty when there is none)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def start_stream_detached(
+    settings: Settings,
+    log_path: Path | None = None,
+    *,
+    build_command: CommandBuilder = spark_submit_command,
+    application: Path | None = None,
+    lease_timeout: float = 180.0,
+) -> int:
+    """Launch the stream in a new session and return the pid of its driver (the lease holder).
+
+    Raises :class:`StreamAlreadyRunningError` when a live process holds the lease (also when another
+    launch wins the race), and :class:`StreamLaunchFailedError` when the process dies before taking the
+    lease or does not take it within ``lease_timeout`` seconds (then its process group is killed).
+    """
+    holder = running_holder(settings)
+    if holder is not None:
+        raise StreamAlreadyRunningError(holder)
+    settings.stop_marker_path.unlink(missing_ok=True)  # stale: nothing runs that could drain
+    if log_path is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        log_path = settings.root("run") / "logs" / f"stream-{stamp}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.home.mkdir(parents=True, exist_ok=True)  # the job's working folder (Spark's scratch files)
+    command = build_command(settings, application or repo_root() / "jobs" / "stream.py")
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=stream_env(settings), start_new_session=True, cwd=settings.home,
+        )
+    record = LaunchRecord(process.pid, psutil.Process(process.pid).create_time(), command, str(log_path),
+                          datetime.now(UTC).isoformat())
+    write_json_atomic(launch_record_path(settings), asdict(record))
+    return _wait_for_lease(settings, process, log_path, lease_timeout)
+
+
+def _wait_for_lease(settings: Settings, process: subprocess.Popen[bytes], log_path: Path,
+                    timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        code = process.poll()
+        if code == EXIT_ALREADY_RUNNING:
+            raise StreamAlreadyRunningError(read_holder(settings.lease_path))
+        if code is not None:
+            raise StreamLaunchFailedError(f"the stream exited with code {code} before taking the lease",
+                                          log_path, code)
+        holder = running_holder(settings)
+        if holder is not None and holder.host == socket.gethostname() and holder.pgid == process.pid:
+            return holder.pid
+        if time.monotonic() > deadline:
+            _kill_group(process)
+            raise StreamLaunchFailedError(f"the stream did not take the lease within {timeout:.0f}s "
+                                          "and was killed", log_path, None)
+        time.sleep(0.2)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -1,0 +1,140 @@
+"""The integrity tiers and the handler contract, on the pure engine (no Spark)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sessions_fixtures import (
+    ALL_TRAFFIC,
+    DAMAGED_INDEX,
+    DAMAGED_SESSIONS,
+    MALFORMED,
+    MAX_MESSAGE_BYTES,
+    RESYNC_DEAD,
+    RESYNC_TABLES,
+    SCHEMA,
+    T0,
+    Message,
+    replay,
+    snapshot,
+    update,
+)
+
+from streamwarden.failures import ConfigError, IntegrityError, MalformedDataError
+from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, process_session
+from streamwarden.stream.sessions.handler import fingerprint, load_handler, pin_handler
+from streamwarden.stream.sessions.table_handler import TableReconstruction
+from streamwarden.wire import encode
+
+HANDLER = TableReconstruction()
+
+
+def run(messages: Iterable[Message], policy: SessionPolicy) -> tuple[dict[str, Any], dict[str, list[str]], int]:
+    """Feed messages session by session (as Spark groups them); returns tables, dead classes, row count."""
+    by_key: dict[bytes | None, list[RawRecord]] = {}
+    for offset, message in enumerate(messages):
+        by_key.setdefault(message.key, []).append(RawRecord("t", 0, offset, message.key, message.value, T0))
+    tables: dict[str, Any] = {}
+    dead: dict[str, list[str]] = {}
+    rows = 0
+    for records in by_key.values():
+        result = process_session(SessionMeta(), HANDLER.initial_state(), records, handler=HANDLER, schema=SCHEMA,
+                                 policy=policy)
+        if result.rows and not result.released:
+            tables[result.rows[-1].event.session_id] = result.state
+        for letter in result.dead:
+            dead.setdefault((letter.record.key or b"").decode(), []).append(letter.error_class)
+        rows += len({r.record.offset for r in result.rows}) + len(result.dead)
+    return tables, dead, rows
+
+
+def test_tier_none_applies_everything_that_decodes() -> None:
+    tables, dead, accounted = run(ALL_TRAFFIC, SessionPolicy(tier="none", max_message_bytes=MAX_MESSAGE_BYTES))
+    assert tables == replay(ALL_TRAFFIC)
+    assert sorted(c for classes in dead.values() for c in classes) == sorted(m.malformed for m in MALFORMED)
+    assert accounted == len(ALL_TRAFFIC), "every offset is a row or a dead letter"
+
+
+def test_strict_resync_skips_exactly_the_damaged_interval() -> None:
+    policy = SessionPolicy(tier="strict", on_gap="resync", max_message_bytes=MAX_MESSAGE_BYTES)
+    tables, dead, accounted = run(ALL_TRAFFIC, policy)
+    assert tables == RESYNC_TABLES
+    assert {k: v for k, v in dead.items() if k in RESYNC_DEAD} == RESYNC_DEAD
+    assert accounted == len(ALL_TRAFFIC)
+
+
+@pytest.mark.parametrize("session", sorted(DAMAGED_SESSIONS))
+def test_strict_fail_names_session_expected_and_seen(session: str) -> None:
+    from sessions_fixtures import DUPLICATE, EARLY, GAP
+
+    traffic = {"B": GAP, "C": DUPLICATE, "D": EARLY}[session]
+    reason, expected, seen = DAMAGED_SESSIONS[session]
+    with pytest.raises(IntegrityError) as error:
+        run(traffic, SessionPolicy(tier="strict"))
+    assert error.value.details == {"session_id": session, "reason": reason, "expected_seq": expected,
+                                   "seen_seq": seen}
+    assert error.value.topic == "t" and error.value.partition == 0
+    assert error.value.offset == DAMAGED_INDEX[session]
+
+
+def test_malformed_policy_fail_stops_with_the_offset() -> None:
+    with pytest.raises(MalformedDataError) as error:
+        run(MALFORMED[:1], SessionPolicy(malformed="fail"))
+    assert (error.value.topic, error.value.partition, error.value.offset) == ("t", 0, 0)
+    assert error.value.details == {"kind": "invalid_json"}
+
+
+def test_session_in_two_partitions_is_integrity_in_strict_only() -> None:
+    records = [RawRecord("t", p, o, b"S", encode(e), T0) for p, o, e in
+               [(0, 0, snapshot("S", 0, {"r": {"qty": 1}})), (1, 0, update("S", 1, "r", qty=2))]]
+    with pytest.raises(IntegrityError, match="two topic-partitions"):
+        process_session(SessionMeta(), {}, records, handler=HANDLER, schema=SCHEMA, policy=SessionPolicy())
+    result = process_session(SessionMeta(), {}, records, handler=HANDLER, schema=SCHEMA,
+                             policy=SessionPolicy(tier="fuzzy"))
+    assert result.state == {"r": {"qty": 2}}
+
+
+def test_fuzzy_sends_events_behind_the_session_watermark_to_the_dead_letter() -> None:
+    events = [snapshot("F", 0, {"r": {"qty": 1}}), update("F", 1, "r", minutes=30, qty=2),
+              update("F", 2, "r", minutes=10, qty=3), update("F", 3, "r", minutes=28, qty=4)]
+    records = [RawRecord("t", 0, i, b"F", encode(e), T0) for i, e in enumerate(events)]
+    policy = SessionPolicy(tier="fuzzy", lateness_s=timedelta(minutes=5).total_seconds())
+    result = process_session(SessionMeta(), {}, records, handler=HANDLER, schema=SCHEMA, policy=policy)
+    assert [d.error_class for d in result.dead] == ["LATE_EVENT"] and result.dead[0].record.offset == 2
+    assert result.state == {"r": {"qty": 4}}
+
+
+def test_state_survives_a_batch_boundary_without_false_gaps() -> None:
+    from sessions_fixtures import CLEAN
+
+    records = [RawRecord("t", 0, i, m.key, m.value, T0) for i, m in enumerate(CLEAN)]
+    first = process_session(SessionMeta(), {}, records[:2], handler=HANDLER, schema=SCHEMA, policy=SessionPolicy())
+    meta = SessionMeta.from_json(first.meta.to_json())
+    state = HANDLER.decode_state(HANDLER.encode_state(first.state))
+    second = process_session(meta, state, records[2:], handler=HANDLER, schema=SCHEMA, policy=SessionPolicy())
+    assert not second.dead and second.state == replay(CLEAN)["A"]
+
+
+def test_handler_fingerprint_is_pinned_with_the_checkpoint(tmp_path: Any) -> None:
+    pinned = pin_handler(tmp_path, HANDLER, 64)
+    assert pinned == fingerprint(HANDLER, 64) == pin_handler(tmp_path, HANDLER, 64)
+
+    class TableReconstructionV2(TableReconstruction):
+        state_version = 2
+
+    with pytest.raises(ConfigError, match="refusing to start"):
+        pin_handler(tmp_path, TableReconstructionV2(), 64)
+    with pytest.raises(ConfigError, match=r"session_buckets 64,.* session_buckets 8,"):
+        pin_handler(tmp_path, HANDLER, 8)
+
+
+@pytest.mark.parametrize(("path", "says"), [
+    ("no.such.module:Handler", "cannot be loaded"),
+    ("streamwarden.wire:TableSchema", "lacks"),
+])
+def test_bad_handler_path_is_a_config_error(path: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        load_handler(path)

@@ -1,0 +1,263 @@
+"""Session reconstruction end to end: real broker, the real job process, real Spark, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow.compute as pc
+import pytest
+from confluent_kafka import Producer
+from sessions_fixtures import (
+    ALL_TRAFFIC,
+    CLEAN,
+    DAMAGED_SESSIONS,
+    MALFORMED,
+    MAX_MESSAGE_BYTES,
+    RESYNC_DEAD,
+    RESYNC_TABLES,
+    SCHEMA,
+    Message,
+    replay,
+)
+from streamwarden_bench.replay import final_tables, offsets_by_table, read_table
+
+from streamwarden.failures import EXIT_CODES, FailureClass
+from streamwarden.local.broker import LocalBroker
+from streamwarden.local.producer import ProducerOptions, run_producer
+from streamwarden.runfiles.checkpoint import commit_batches
+from streamwarden.runfiles.failure_file import read_failure
+from streamwarden.settings import load_settings
+from streamwarden.stream.sessions.tables import QUARANTINE, SESSION_ROWS
+from streamwarden.stream.sink.commit_protocol import load_manifests
+from streamwarden.wire import ColumnType, SessionEvent, TableSchema
+from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env
+
+pytestmark = pytest.mark.slow
+TESTS = Path(__file__).resolve().parent
+
+
+class EventCounter:
+    """A handler written here, not in Streamwarden: counts each session's events."""
+
+    state_version: ClassVar[int] = 1
+    state_schema: ClassVar[str] = "decimal count"
+
+    def output_columns(self, schema: TableSchema) -> Sequence[tuple[str, ColumnType]]:
+        return [("events_seen", "long"), ("last_type", "string")]
+
+    def initial_state(self) -> int:
+        return 0
+
+    def on_event(self, state: int, event: SessionEvent) -> tuple[int, list[dict[str, Any]]]:
+        return state + 1, [{"events_seen": state + 1, "last_type": event.type}]
+
+    def encode_state(self, state: int) -> bytes:
+        return str(state).encode()
+
+    def decode_state(self, data: bytes) -> int:
+        return int(data)
+
+
+def produce_messages(bootstrap: str, topic: str, messages: list[Message]) -> dict[tuple[int, int], Message]:
+    """Send crafted messages in order; returns (partition, offset) -> message."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    placed: dict[tuple[int, int], Message] = {}
+    for message in messages:
+        def delivered(err: Any, msg: Any, message: Message = message) -> None:
+            assert err is None, err
+            placed[(msg.partition(), msg.offset())] = message
+
+        producer.produce(topic, key=message.key, value=message.value, on_delivery=delivered)
+        producer.flush(10)  # one at a time: keeps each session's order across retries
+    return placed
+
+
+def dead_letters(output: Path) -> dict[str, list[str]]:
+    table = read_table(output / QUARANTINE).sort_by([("topic", "ascending"), ("partition", "ascending"),
+                                                     ("offset", "ascending")])
+    by_key: dict[str, list[str]] = {}
+    for key, error_class in zip(table.column("key").to_pylist(), table.column("error_class").to_pylist(),
+                                strict=True):
+        by_key.setdefault((key or b"").decode(errors="replace"), []).append(error_class)
+    return by_key
+
+
+@pytest.fixture(scope="module")
+def big_workload(broker: LocalBroker) -> dict[str, Any]:
+    """1M+ snapshot/update messages from 210 concurrent sessions over 3 topics x 4 partitions."""
+    options = ProducerOptions(prefix=f"big{os.getpid()}", sites=3, partitions=4, sessions_per_site=70,
+                              rows_per_snapshot=40, updates_per_session=3000, max_messages=1_050_000,
+                              track_expected=True, seed=11)
+    report = run_producer(load_settings(bootstrap_servers=broker.bootstrap_servers), options)
+    assert report.messages_sent == 1_050_000 and not report.delivery_errors
+    assert report.expected_tables is not None and len(report.expected_tables) >= 200
+    return {"pattern": f"{options.prefix}-.*", "topics": options.topics, "expected": report.expected_tables}
+
+
+@pytest.mark.parametrize("spill", [False, True], ids=["normal-with-kill9", "forced-spill"])
+def test_million_messages_rebuild_every_table_cell_for_cell(
+    broker: LocalBroker, big_workload: dict[str, Any], tmp_path: Path, spill: bool
+) -> None:
+    conf = {"spark.shuffle.spill.numElementsForceSpillThreshold": "10000"} if spill else {}
+    env = stream_env(tmp_path, broker.bootstrap_servers, big_workload["pattern"], pipeline="sessions",
+                     max_offsets_per_trigger="250000", spark_conf=json.dumps(conf))
+    job = StreamProcess(env, tmp_path / "stream.log")
+    checkpoint = job.settings.checkpoint_location
+    expected_offsets = all_offsets(broker.bootstrap_servers, big_workload["topics"])
+    ends = log_ends(expected_offsets)
+
+    job.start()
+    if not spill:  # kill -9 mid-run: state must come back from the checkpoint with no false gap
+        job.wait_until(lambda: len(commit_batches(checkpoint)) >= 1, 600, "a first committed batch")
+        time.sleep(random.Random(7).uniform(0.5, 5.0))
+        job.kill9()
+        job.start()
+    job.wait_until(lambda: job.caught_up(ends), 900, "all offsets processed")
+    assert job.stop() == 0, job.log_tail()
+
+    output = job.settings.root("output")
+    assert_offsets_accounted(output, expected_offsets)
+    assert not (output / QUARANTINE).exists() or read_table(output / QUARANTINE).num_rows == 0
+    got = final_tables(read_table(output / SESSION_ROWS), SCHEMA)
+    expected = big_workload["expected"]
+    assert set(got) == set(expected)
+    assert got == expected
+    sizes = [sum(end - start for parts in manifest.ranges.values() for start, end in parts.values())
+             for manifest in load_manifests(output / SESSION_ROWS)]
+    assert max(sizes) >= 100_000, "large batches: at least 100k records per trigger"
+
+
+@pytest.fixture(scope="module")
+def damaged_topic(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from streamwarden.kafka.admin import create_topics
+
+    topic = f"damaged{os.getpid()}"
+    create_topics({"bootstrap.servers": broker.bootstrap_servers}, [topic], partitions=2)
+    placed = produce_messages(broker.bootstrap_servers, topic, ALL_TRAFFIC)
+    return {"topic": topic, "placed": placed}
+
+
+def run_damaged(broker: LocalBroker, topic: str, home: Path, **settings: str) -> StreamProcess:
+    env = stream_env(home, broker.bootstrap_servers, topic, pipeline="sessions",
+                     max_message_bytes=str(MAX_MESSAGE_BYTES), **settings)
+    return StreamProcess(env, home / "stream.log")
+
+
+def test_resync_skips_exactly_the_damaged_interval_and_accounts_every_offset(
+    broker: LocalBroker, damaged_topic: dict[str, Any], tmp_path: Path
+) -> None:
+    topic = damaged_topic["topic"]
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync")
+    job.start()
+    job.wait_until(lambda: job.caught_up({topic: {0: 0, 1: 0}}) and len(job.committed().get(topic, {})) == 2
+                   and job.checkpoint_settled() and (job.settings.root("output") / SESSION_ROWS).exists(),
+                   300, "the damaged topic")
+    expected = {(topic, p, o) for p, o in damaged_topic["placed"]}
+    job.wait_until(lambda: _accounted(job, expected), 120, "every offset accounted")
+    assert job.stop() == 0, job.log_tail()
+
+    output = job.settings.root("output")
+    assert_offsets_accounted(output, expected)
+    assert final_tables(read_table(output / SESSION_ROWS), SCHEMA) == RESYNC_TABLES
+    dead = dead_letters(output)
+    for session, classes in RESYNC_DEAD.items():
+        assert dead[session] == classes
+    malformed = sorted(c for key, classes in dead.items() if key not in RESYNC_DEAD for c in classes)
+    assert malformed == sorted(str(m.malformed) for m in MALFORMED)
+    messages = read_table(output / QUARANTINE).column("error_message").to_pylist()
+    assert any("expected seq 2, saw 3" in m and "until its next snapshot" in m for m in messages)
+
+
+def _accounted(job: StreamProcess, expected: set[tuple[str, int, int]]) -> bool:
+    output = job.settings.root("output")
+    if not (output / SESSION_ROWS).exists() or not (output / QUARANTINE).exists():
+        return False
+    found = offsets_by_table(output, [SESSION_ROWS, QUARANTINE])
+    return found[SESSION_ROWS] | found[QUARANTINE] == expected
+
+
+def test_tier_none_applies_what_arrives(broker: LocalBroker, damaged_topic: dict[str, Any], tmp_path: Path) -> None:
+    topic = damaged_topic["topic"]
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="none")
+    job.start()
+    expected = {(topic, p, o) for p, o in damaged_topic["placed"]}
+    job.wait_until(lambda: _accounted(job, expected), 300, "every offset accounted")
+    assert job.stop() == 0, job.log_tail()
+    assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(ALL_TRAFFIC)
+
+
+def test_strict_fails_with_the_named_reason(broker: LocalBroker, damaged_topic: dict[str, Any],
+                                            tmp_path: Path) -> None:
+    job = run_damaged(broker, damaged_topic["topic"], tmp_path, integrity_tier="strict", on_gap="fail")
+    job.start()
+    assert job.wait_exit(300) == EXIT_CODES[FailureClass.INTEGRITY], job.log_tail()
+    failure = read_failure(job.settings.failure_path)
+    assert failure is not None and failure.failure_class is FailureClass.INTEGRITY
+    session = failure.details["session_id"]
+    reason, expected_seq, seen_seq = DAMAGED_SESSIONS[session]
+    assert failure.details == {"session_id": session, "reason": reason, "expected_seq": expected_seq,
+                               "seen_seq": seen_seq}
+    assert failure.topic == damaged_topic["topic"] and failure.offset is not None
+    assert damaged_topic["placed"][(failure.partition, failure.offset)].key == session.encode()
+
+
+def test_strict_malformed_policy_fail_stops_with_malformed(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    (topic,) = topic_factory(1, partitions=1)
+    placed = produce_messages(broker.bootstrap_servers, topic, CLEAN + MALFORMED[:1])
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", malformed_policy="fail")
+    job.start()
+    assert job.wait_exit(300) == EXIT_CODES[FailureClass.MALFORMED], job.log_tail()
+    failure = read_failure(job.settings.failure_path)
+    assert failure is not None and failure.failure_class is FailureClass.MALFORMED
+    assert (failure.topic, failure.partition, failure.offset) == (topic, 0, len(CLEAN))
+    assert placed[(0, len(CLEAN))].malformed == "INVALID_JSON"
+
+
+def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    (topic,) = topic_factory(1, partitions=2)
+    placed = produce_messages(broker.bootstrap_servers, topic, CLEAN)
+    env = stream_env(tmp_path, broker.bootstrap_servers, topic, pipeline="sessions",
+                     session_handler="test_session_stream:EventCounter")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    job = StreamProcess(env, tmp_path / "stream.log")
+    job.start()
+    job.wait_until(lambda: (job.settings.root("output") / SESSION_ROWS).exists()
+                   and read_table(job.settings.root("output") / SESSION_ROWS).num_rows == len(placed),
+                   300, "the custom handler's rows")
+    assert job.stop() == 0, job.log_tail()
+    rows = read_table(job.settings.root("output") / SESSION_ROWS).sort_by("seq")
+    assert rows.column("events_seen").to_pylist() == [1, 2, 3, 4]
+    assert rows.column("last_type").to_pylist() == ["snapshot", "update", "update", "delete"]
+    assert pc.all(pc.equal(rows.column("session_id"), "A")).as_py()
+
+    job.env["STREAMWARDEN_SESSION_HANDLER"] = "streamwarden.stream.sessions.table_handler:TableReconstruction"
+    job.start()
+    assert job.wait_exit(300) == EXIT_CODES[FailureClass.CONFIG], job.log_tail()
+    failure = read_failure(job.settings.failure_path)
+    assert failure is not None and "EventCounter" in failure.message and "refusing to start" in failure.message
+
+
+def test_session_timeout_releases_the_state_of_a_silent_session(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    (topic,) = topic_factory(1, partitions=1)
+    first = produce_messages(broker.bootstrap_servers, topic, CLEAN[:2])
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="3s")
+    job.start()
+    job.wait_until(lambda: job.caught_up({topic: {0: len(first)}}), 300, "the session's first events")
+    time.sleep(8)  # silent for longer than the timeout: the state expires
+    produce_messages(broker.bootstrap_servers, topic, CLEAN[2:3])
+    expected = {(topic, 0, o) for o in range(3)}
+    job.wait_until(lambda: _accounted(job, expected), 120, "the late update accounted")
+    assert job.stop() == 0, job.log_tail()
+    assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}

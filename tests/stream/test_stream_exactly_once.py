@@ -1,0 +1,93 @@
+"""The spine's promise, end to end: every Kafka offset lands in Parquet exactly once, through crashes.
+
+Real broker, the real job process (`streamwarden stream`), real files; read back with pyarrow and Spark.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from streamwarden.local.broker import LocalBroker
+from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
+from streamwarden.runfiles.heartbeat import read_heartbeat
+from streamwarden.stream.sink.commit_protocol import load_manifests
+from streamwarden.testing.faults import CHAOS_ENV
+from streamwarden.validation.exactly_once import verify_table
+from support import StreamProcess, expected_ranges, produce_raw, stream_env
+
+pytestmark = pytest.mark.slow
+
+MESSAGES = 1_050_000
+CAP = 150_000
+CHAOS_POINTS = ("before_intent", "after_intent", "mid_move", "after_manifest")
+
+
+def assert_exactly_once_with_spark(spark: SparkSession, table: Path, ends: dict[str, dict[int, int]]) -> None:
+    frame = spark.read.parquet(str(table)).select("topic", "partition", "offset")
+    duplicates = frame.groupBy("topic", "partition", "offset").count().filter("count > 1").count()
+    assert duplicates == 0
+    stats = {(r["topic"], r["partition"]): (r["n"], r["lo"], r["hi"]) for r in frame.groupBy("topic", "partition")
+             .agg(F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect()}
+    assert stats == {(t, p): (end, 0, end - 1) for t, parts in ends.items() for p, end in parts.items()}
+
+
+def test_million_offsets_exactly_once_through_kill9(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], spark: SparkSession, tmp_path: Path
+) -> None:
+    topics = topic_factory(3, partitions=4)
+    prefix = topics[0].rsplit("-", 1)[0]
+    ends = produce_raw(broker.bootstrap_servers, topics, MESSAGES)
+    assert sum(sum(p.values()) for p in ends.values()) == MESSAGES
+    assert len([p for parts in ends.values() for p in parts]) == 12
+
+    job = StreamProcess(stream_env(tmp_path / "home", broker.bootstrap_servers, f"{prefix}-.*",
+                                   max_offsets_per_trigger=str(CAP)), tmp_path / "stream.log")
+    checkpoint = job.settings.checkpoint_location
+
+    # 1. kill -9 inside the commit protocol, once at each of its steps (the job kills itself with SIGKILL).
+    for point in CHAOS_POINTS:
+        job.start(**{CHAOS_ENV: point})
+        assert job.wait_exit(300) == -9, f"{point}: expected a SIGKILL death\n{job.log_tail()}"
+
+    # 2. kill -9 of the whole process group at random moments (planning, reading, writing, committing).
+    rng = random.Random(20261121)
+    for _ in range(2):
+        job.start()
+        before = len(commit_batches(checkpoint))
+        job.wait_until(lambda b=before: len(commit_batches(checkpoint)) > b or bool(offset_batches(checkpoint)),
+                       240, "the job to plan a batch")
+        time.sleep(rng.uniform(0.0, 4.0))
+        job.kill9()
+
+    # 3. a clean run to the end, watching admission control in the heartbeat, then a graceful stop.
+    job.start()
+    batch_sizes: list[int] = []
+
+    def caught_up() -> bool:
+        beat = read_heartbeat(job.settings.heartbeat_path)
+        if beat is not None and beat.event == "progress":
+            batch_sizes.append(beat.num_input_rows)
+        return job.caught_up(ends)
+
+    job.wait_until(caught_up, 600, "all offsets committed")
+    assert job.stop() == 0, job.log_tail()
+    assert offset_batches(checkpoint)[-1] == commit_batches(checkpoint)[-1]
+
+    table = job.settings.root("output") / "records"
+    for reader in ("pyarrow", "duckdb"):
+        report = verify_table(table, expected_ranges(ends), reader=reader)
+        assert report.ok, report.summary()
+        assert report.rows == MESSAGES
+    assert_exactly_once_with_spark(spark, table, ends)
+
+    manifests = load_manifests(table)
+    assert max(m.rows for m in manifests) <= CAP
+    assert batch_sizes and max(batch_sizes) <= CAP
+    assert any(size == CAP for size in batch_sizes) or any(m.rows == CAP for m in manifests)

@@ -1,0 +1,119 @@
+"""Health verdicts from real files (lease held by this process, heartbeat, checkpoint) and a real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from streamwarden.failures import FailureClass, FailureDocument
+from streamwarden.kafka.admin import create_topics
+from streamwarden.local.broker import LocalBroker
+from streamwarden.runfiles.failure_file import write_failure
+from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
+from streamwarden.runfiles.lease import CheckpointLease
+from streamwarden.settings import Settings, load_settings
+from streamwarden.warden.health import HealthVerdict, Overall, assess
+from streamwarden.warden.lag import LagStatus
+from streamwarden.warden.settings import WardenSettings, load_warden_settings
+from support import produce_raw
+
+WARDEN = load_warden_settings(heartbeat_floor=30, startup_grace=20, lag_window=3)
+
+
+@pytest.fixture()
+def settings(tmp_path: Path, broker: LocalBroker) -> Settings:
+    return load_settings(home=tmp_path, bootstrap_servers=broker.bootstrap_servers,
+                         topic_pattern=f"h{uuid.uuid4().hex[:8]}-.*", trigger_interval="1s")
+
+
+def _commit(settings: Settings, batch: int, offsets: dict[str, dict[str, int]]) -> None:
+    checkpoint = settings.checkpoint_location
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch)).write_text(f"v1\n{{}}\n{json.dumps(offsets)}\n")
+    (checkpoint / "commits" / str(batch)).write_text("v1\n{}\n")
+
+
+def _beat(settings: Settings, batch: int, at: float | None = None, **fields: float) -> None:
+    written = datetime.fromtimestamp(at or time.time(), UTC).isoformat()
+    write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", os.getpid(), batch_id=batch,
+                                                       written_at=written, trigger_interval_s=1.0,
+                                                       batch_duration_ms=500, **fields))  # type: ignore[arg-type]
+
+
+def _judge(settings: Settings, warden: WardenSettings = WARDEN, now: float | None = None) -> HealthVerdict:
+    assessment = assess(settings, warden, now)
+    assessment.commit()
+    verdict = assessment.verdict
+    assert HealthVerdict.from_json(json.loads(json.dumps(verdict.to_json()))) == verdict, "JSON round trip"
+    return verdict
+
+
+def test_not_running_is_dead_or_failed_with_its_class(settings: Settings) -> None:
+    verdict = _judge(settings)
+    assert (verdict.overall, verdict.alive, verdict.restartable) == (Overall.DEAD, False, True)
+    assert verdict.partitions == [] and verdict.broker_error is None
+
+    write_failure(settings.failure_path, FailureDocument(FailureClass.INTEGRITY, "gap", 82, "t", 0, 5))
+    verdict = _judge(settings)
+    assert verdict.label == "FAILED(INTEGRITY)" and not verdict.restartable
+    assert verdict.failure is not None and verdict.failure["offset"] == 5
+    write_failure(settings.failure_path, FailureDocument(FailureClass.ENVIRONMENT, "broker down", 75))
+    assert _judge(settings).restartable
+
+
+def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> None:
+    prefix = settings.topic_pattern.removesuffix("-.*")
+    create_topics({"bootstrap.servers": settings.bootstrap_servers}, [f"{prefix}-s0"], partitions=2)
+    ends = produce_raw(settings.bootstrap_servers, [f"{prefix}-s0"], 1000)
+    topic = f"{prefix}-s0"
+    with CheckpointLease(settings.lease_path, settings.checkpoint_location):
+        verdict = _judge(settings)
+        assert verdict.overall is Overall.STARTING, "lease taken, no heartbeat of this process yet"
+
+        _commit(settings, 0, {topic: {str(p): end for p, end in ends[topic].items()}})
+        _beat(settings, 0)
+        verdict = _judge(settings)
+        assert verdict.overall is Overall.HEALTHY, verdict.table()
+        assert (verdict.alive, verdict.pid, verdict.progressing, verdict.total_lag) == (True, os.getpid(), True, 0)
+        assert verdict.progress_threshold_s == 30 and verdict.lag_status is LagStatus.OK
+        assert [p.lag for p in verdict.partitions] == [0, 0]
+        assert "HEALTHY" in verdict.table() and f"{topic}[1]" in verdict.table()
+
+        more = produce_raw(settings.bootstrap_servers, [topic], 600)
+        t0 = time.time()
+        verdict = _judge(settings, now=t0)
+        lag = sum(more[topic].values()) - sum(ends[topic].values())
+        assert (verdict.total_lag, verdict.max_lag) == (lag, max(more[topic][p] - ends[topic][p] for p in (0, 1)))
+        assert all(p.oldest_unprocessed_age_s is not None and 0 <= p.oldest_unprocessed_age_s < 60
+                   for p in verdict.partitions)
+        assert {p.retention_ms for p in verdict.partitions} == {7 * 24 * 3600 * 1000}
+        assert not verdict.retention_at_risk and verdict.overall is Overall.HEALTHY
+
+        # With a week of retention, a threshold of a tiny fraction of it puts these records at risk.
+        risky = WARDEN.model_copy(update={"retention_risk": 1e-8})
+        assert _judge(settings, risky, now=t0 + 1).retention_at_risk
+
+        # Fresh idle heartbeats, but the batch id has not moved for longer than the threshold while
+        # records wait: not progressing; once no zero-lag observation is left in the window, Burrow says STOP.
+        _beat(settings, 0, at=t0 + 40)
+        verdict = _judge(settings, now=t0 + 41)
+        assert verdict.overall is Overall.HUNG and not verdict.progressing, verdict.table()
+        assert "batch 0 unchanged" in verdict.reasons[0]
+        assert verdict.lag_status is LagStatus.STOP
+
+        # The heartbeat itself goes stale.
+        verdict = _judge(settings, now=t0 + 80)
+        assert verdict.overall is Overall.HUNG and any("heartbeat is" in r for r in verdict.reasons)
+
+
+def test_unreachable_broker_is_reported_not_raised(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:9")
+    verdict = _judge(settings, load_warden_settings(broker_timeout=2))
+    assert verdict.overall is Overall.DEAD and verdict.broker_error and verdict.lag_status is LagStatus.ERR
