@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from streamwarden.failures import EXIT_CODES, FailureClass
+from streamwarden.failures import EXIT_CODES, FailureClass, StreamwardenError
+from streamwarden.secrets import scrub
 from streamwarden.settings import Settings, SettingsError, load_settings
+from streamwarden.stream.sessions.handler import load_checked_handler
+from streamwarden.warden.settings import load_warden_settings
+from streamwarden.wire import TableSchema
 
 Command = Callable[[Settings, argparse.Namespace], int]
 
@@ -62,6 +68,22 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
     return run_platform(settings, args)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 1-65535, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from streamwarden.local import producer
     from streamwarden.local import up as platform_up
@@ -73,14 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     broker = sub.add_parser("broker", help="run a local Kafka-protocol broker (Tansu) until Ctrl-C")
-    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--port", type=_port, default=9092, help="loopback port to listen on (default: 9092)")
     broker.set_defaults(func=_broker)
     produce = sub.add_parser("produce", help="simulate collection points publishing snapshot/update sessions")
     producer.add_arguments(produce)
     produce.set_defaults(func=_produce)
     sub.add_parser("stream", help="run the streaming job in the foreground")
     stop = sub.add_parser("stop", help="drain and stop the running stream (graceful)")
-    stop.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+    stop.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
                       help="wait up to SECONDS for the stream to exit (default: do not wait)")
     stop.set_defaults(func=_stop)
     sub.add_parser("status", help="print the stream's health as JSON").set_defaults(func=_status)
@@ -91,16 +113,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Every setting (the stream's and the warden's) is checked before anything starts:
+    invalid ones exit 78 (CONFIG) with one message per problem, secrets masked."""
+    os.umask(0o077)  # everything the platform writes (run files, logs, Airflow's home) is the owner's only
     args = build_parser().parse_args(argv)
     if args.command == "stream":
         return _stream()
+    command: Command = args.func
     try:
         settings = load_settings()
+        load_warden_settings()
+        if args.command == "up" and settings.pipeline == "sessions":
+            load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
+        return command(settings, args)
     except SettingsError as exc:
         print(f"streamwarden: {exc}", file=sys.stderr)
         return EXIT_CODES[FailureClass.CONFIG]
-    command: Command = args.func
-    return command(settings, args)
+    except StreamwardenError as exc:
+        print(scrub(f"streamwarden: {exc.failure_class.value}: {exc.message}"), file=sys.stderr)
+        return EXIT_CODES[exc.failure_class]
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from streamwarden.secrets import redact
+
 
 class FailureClass(StrEnum):
     """Why the stream stopped; decides whether a restart can help."""
@@ -118,10 +120,12 @@ class FailureDocument:
     traceback: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form, with the class as a plain string."""
+        """The JSON form, with the class as a plain string and every secret masked (it is written, shown
+        by ``status`` and sent in alerts)."""
         document = asdict(self)
         document["failure_class"] = self.failure_class.value
-        return document
+        redacted: dict[str, Any] = redact(document)
+        return redacted
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> FailureDocument:

@@ -1,18 +1,23 @@
 """The one typed settings object: environment (``STREAMWARDEN_*``) over an optional YAML file over defaults.
 
 The environment names are a public contract used by compose files and operators. Invalid settings stop
-the program at start with one message naming the setting and the allowed values (:class:`SettingsError`).
+the program at start with one message naming the setting and the allowed values (:class:`SettingsError`);
+values that may hold secrets are never echoed (:mod:`streamwarden.secrets`). The cross-cutting checks
+(unknown variables, the config file, the session handler) are in :mod:`streamwarden.preflight`.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -22,6 +27,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from streamwarden.secrets import scrub
 from streamwarden.wire import DEMO_SCHEMA, SchemaError, TableSchema
 
 ENV_PREFIX = "STREAMWARDEN_"
@@ -30,7 +36,14 @@ PARTITION_COLUMNS = ("topic", "date", "hour")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
                  "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
-_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*|yarn|k8s://\S+)$")
+_MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*|yarn|k8s://\S+)$")
+_HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
+WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
+OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN_CHAOS_KILL_AT",
+                             "STREAMWARDEN_CHAOS_RAISE_AT"})
+"""``STREAMWARDEN_*`` variables that are not settings: the config file, the checkout, test fault points."""
+SECRET_FIELDS = frozenset({"kafka_config", "spark_conf"})
+"""Settings whose values may hold credentials: never echoed in an error, a repr or a log line."""
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -66,11 +79,11 @@ class Settings(BaseSettings):
 
     home: Path = Field(Path(".streamwarden"), description="Base folder for the local defaults of the roots.")
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,...].")
-    kafka_config: dict[str, str] = Field(
-        default_factory=dict,
+    kafka_config: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, repr=False,
         description="Extra librdkafka client settings (security.protocol, sasl.*, ssl.*), JSON in the env.",
     )
-    topic_pattern: str = Field("sites-.*", description="Regex of the topics to read (full match).")
+    topic_pattern: str = Field("sites-.*", min_length=1, description="Regex of the topics to read (full match).")
     output_root: Path | None = Field(None, description="Where Parquet tables land (default <home>/output).")
     checkpoint_root: Path | None = Field(None, description="Spark checkpoints and the lease (<home>/checkpoint).")
     state_root: Path | None = Field(None, description="Local state-store scratch space (<home>/state).")
@@ -101,7 +114,8 @@ class Settings(BaseSettings):
     )
     query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     shuffle_partitions: int = Field(4, gt=0)
-    spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (JSON in the env).")
+    spark_conf: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, repr=False, description="Extra Spark conf (JSON in the env).")
     read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
     max_read_tasks: int = Field(
         8, ge=0, description="At most this many Spark tasks read Kafka per micro-batch (0: one per topic-partition)."
@@ -109,7 +123,7 @@ class Settings(BaseSettings):
     pipeline: Literal["sessions", "records"] = Field(
         "sessions", description="sessions: rebuild snapshot/update sessions; records: land raw Kafka records."
     )
-    table_schema: dict[str, str] = Field(
+    table_schema: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=lambda: {k: str(v) for k, v in DEMO_SCHEMA.to_dict().items()},
         description="Typed columns of a session table, JSON {name: string|long|double|boolean|timestamp}.",
     )
@@ -147,13 +161,35 @@ class Settings(BaseSettings):
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
 
-    @field_validator("table_schema")
+    @field_validator("table_schema", mode="before")
     @classmethod
-    def _table_schema(cls, value: dict[str, str]) -> dict[str, str]:
+    def _table_schema(cls, value: Any) -> dict[str, str]:
         try:
             return dict(TableSchema.parse(value).to_dict())
         except SchemaError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("kafka_config", "spark_conf", mode="before")
+    @classmethod
+    def _string_map(cls, value: Any) -> dict[str, str]:
+        return parse_string_map(value)
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap(cls, value: str) -> str:
+        servers = value.split(",")
+        for server in servers:
+            match = _HOST_PORT.match(server.strip())
+            if not match or not 0 < int(match.group(1)) < 65536:
+                raise ValueError(f"{server.strip()!r} is not host:port; expected host:port[,host:port...]")
+        return ",".join(s.strip() for s in servers)
+
+    @field_validator("home", "output_root", "checkpoint_root", "state_root", "run_root", mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        if value is not None and not str(value).strip():
+            raise ValueError("must not be empty (an empty path would mean the current folder)")
+        return value
 
     @field_validator("trigger_interval", "read_timeout", "lateness", "session_timeout", mode="before")
     @classmethod
@@ -185,13 +221,19 @@ class Settings(BaseSettings):
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
             raise ValueError("allowed: earliest, latest, or JSON {topic: {partition: offset}}") from exc
-        if not isinstance(parsed, dict) or not all(
-            isinstance(parts, dict) and all(isinstance(o, int) for o in parts.values())
+        if not isinstance(parsed, dict) or not parsed or not all(
+            isinstance(parts, dict) and all(isinstance(o, int) and not isinstance(o, bool) for o in parts.values())
             for parts in parsed.values()
         ):
-            raise ValueError("JSON must map topic -> {partition: offset}")
-        for topic in parsed:
+            raise ValueError("JSON must map topic -> {partition: offset}, offsets as integers")
+        for topic, parts in parsed.items():
             validate_topic_name(topic)
+            for partition, offset in parts.items():
+                if not str(partition).isdigit():
+                    raise ValueError(f"topic {topic!r}: partition {partition!r} is not a partition number")
+                if offset < -2:
+                    raise ValueError(f"topic {topic!r} partition {partition}: offset {offset} is below -2 "
+                                     "(-2 earliest, -1 latest, else an offset >= 0)")
         return value
 
     @field_validator("output_partition_by", mode="before")
@@ -201,6 +243,8 @@ class Settings(BaseSettings):
         unknown = [v for v in items if v not in PARTITION_COLUMNS]
         if unknown:
             raise ValueError(f"unknown column(s) {unknown}; allowed: {', '.join(PARTITION_COLUMNS)}")
+        if len(set(items)) != len(items):
+            raise ValueError(f"a column is named twice in {','.join(items)}")
         return items
 
     @model_validator(mode="after")
@@ -211,6 +255,11 @@ class Settings(BaseSettings):
             resolved = (home / name.removesuffix("_root")) if value is None else Path(value).expanduser()
             object.__setattr__(self, name, resolved.absolute())
         object.__setattr__(self, "home", home)
+        problems = [f"invalid setting {ENV_PREFIX}{name.upper()}={str(getattr(self, name))!r}: {problem}"
+                    for name in ("home", "output_root", "checkpoint_root", "state_root", "run_root")
+                    if (problem := folder_problem(getattr(self, name)))]
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     # Derived locations (one place decides every path the job, the CLI and the warden use).
@@ -265,19 +314,117 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build settings from the environment (and YAML), raising :class:`SettingsError` on invalid input."""
+    """Build settings from the environment (and YAML), raising :class:`SettingsError` on invalid input.
+
+    A ``STREAMWARDEN_*`` variable or config-file key that names no setting is refused (with the closest
+    name), so a typo never silently leaves a default in force.
+    """
+    fields = set(Settings.model_fields)
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in fields} | OTHER_VARIABLES
+    variables = [name for name in os.environ if name.startswith(ENV_PREFIX) and not name.startswith(WARDEN_ENV_PREFIX)]
+    problems = unknown_names(variables, known, "environment variable")
+    problems += unknown_names(list(read_config_file()), fields, f"key in {CONFIG_FILE_ENV}")
+    if problems:
+        raise SettingsError("\n".join(problems))
     try:
         return Settings(**overrides)
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc)) from None
 
 
+def unknown_names(given: list[str], known: set[str] | frozenset[str], what: str) -> list[str]:
+    """One line for each name in ``given`` that is not ``known``, with the closest known name if any."""
+    lines = []
+    for name in sorted(set(given) - set(known)):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(f"unknown {what} {name}{hint}")
+    return lines
+
+
+def read_config_file(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The mapping in ``STREAMWARDEN_CONFIG_FILE`` (empty when unset); a missing, unreadable or malformed
+    file, or one that is not a mapping of setting names, is a :class:`SettingsError` naming it."""
+    path = (os.environ if environ is None else environ).get(CONFIG_FILE_ENV)
+    if not path:
+        return {}
+    where = f"{CONFIG_FILE_ENV}={path!r}"
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise SettingsError(f"{where}: cannot read the config file ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise SettingsError(f"{where}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict) or not all(isinstance(k, str) for k in document):
+        raise SettingsError(f"{where}: must be a mapping of setting names to values, got "
+                            f"{type(document).__name__}")
+    return document
+
+
+class _JsonObject(list[tuple[str, Any]]):
+    """A JSON object as its key/value pairs in order, so a key given twice can be refused."""
+
+
+def parse_string_map(value: Any) -> dict[str, str]:
+    """A ``{str: str}`` from a mapping or its JSON text; scalar values become strings, a key given twice
+    or a nested value is refused."""
+    if isinstance(value, str):
+        try:
+            pairs = json.loads(value, object_pairs_hook=_JsonObject)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+                             'expected an object such as {"key": "value"}') from None
+        if not isinstance(pairs, _JsonObject):
+            raise ValueError('expected a JSON object such as {"key": "value"}')
+    elif isinstance(value, Mapping):
+        pairs = list(value.items())
+    else:
+        raise ValueError(f"expected a mapping of names to values, got {type(value).__name__}")
+    result: dict[str, str] = {}
+    for key, item in pairs:
+        if key in result:
+            raise ValueError(f"key {key!r} is given twice")
+        if not isinstance(item, str | int | float):
+            kind = "an object" if isinstance(item, _JsonObject | Mapping) else type(item).__name__
+            raise ValueError(f"key {key!r}: expected a string or number, got {kind}")
+        result[str(key)] = str(item).lower() if isinstance(item, bool) else str(item)
+    return result
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why ``path`` cannot serve as a folder of ours (None when it can): the filesystem root, a file, or
+    under something that is not a writable folder."""
+    if path == Path(path.anchor):
+        return "must not be the filesystem root"
+    if path.exists():
+        return None if path.is_dir() else "exists and is not a folder"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot be created: {parent} is not writable"
+    return None
+
+
 def describe_validation_error(exc: ValidationError, prefix: str = ENV_PREFIX) -> str:
-    """One line per bad setting, named as the user sets it (the environment variable under ``prefix``)."""
+    """One line per bad setting, named as the user sets it (the environment variable under ``prefix``).
+
+    The given value is shown, except for settings that may hold credentials; every line is scrubbed.
+    """
     lines = []
     for error in exc.errors():
-        name = str(error["loc"][0]) if error["loc"] else "?"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if not error["loc"]:  # a check across settings: its message names them
+            lines.append(scrub(message))
+            continue
+        name = str(error["loc"][0])
         given = error.get("input")
-        shown = "" if isinstance(given, dict) else f"={given!r}"
-        lines.append(f"invalid setting {prefix}{name.upper()}{shown}: {error['msg']}")
+        shown = "" if isinstance(given, dict) or name in SECRET_FIELDS else f"={given!r}"
+        lines.append(scrub(f"invalid setting {prefix}{name.upper()}{shown}: {message}"))
     return "\n".join(lines)

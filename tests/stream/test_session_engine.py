@@ -118,6 +118,11 @@ def test_state_survives_a_batch_boundary_without_false_gaps() -> None:
     assert not second.dead and second.state == replay(CLEAN)["A"]
 
 
+def test_the_built_in_handler_keeps_its_fingerprint_across_module_moves() -> None:
+    # c0ab9bb64f31c91c was pinned by checkpoints written while the handler lived in streamwarden.sessions
+    assert fingerprint(TableReconstruction(), 64)["fingerprint"] == "c0ab9bb64f31c91c"
+
+
 def test_handler_fingerprint_is_pinned_with_the_checkpoint(tmp_path: Any) -> None:
     pinned = pin_handler(tmp_path, HANDLER, 64)
     assert pinned == fingerprint(HANDLER, 64) == pin_handler(tmp_path, HANDLER, 64)

@@ -146,7 +146,11 @@ def create_topics(
     Tansu's DescribeConfigs returns only the configs given at creation, so they are always given.
     """
     admin = admin_client(config)
-    existing = set(admin.list_topics(timeout=timeout).topics)
+    try:
+        existing = set(admin.list_topics(timeout=min(timeout, 5.0)).topics)
+    except KafkaException as exc:
+        raise EnvironmentFailure(f"cannot reach the broker at {config.get('bootstrap.servers')} to create "
+                                 f"topics: {exc.args[0].str() if exc.args else exc}") from None
     wanted = [
         NewTopic(name, num_partitions=partitions, replication_factor=1,
                  config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"})

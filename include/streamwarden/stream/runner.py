@@ -19,7 +19,10 @@ from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
+from streamwarden.secrets import scrub
 from streamwarden.settings import ENV_PREFIX, Settings, SettingsError, load_settings
+from streamwarden.stream.sessions.handler import load_checked_handler
+from streamwarden.wire import TableSchema
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -39,14 +42,19 @@ def run_stream_from_environment() -> int:
     stream and be restarted until the circuit breaker trips. The run root is then taken from
     ``STREAMWARDEN_RUN_ROOT`` or ``STREAMWARDEN_HOME`` as far as they can be read.
     """
+    os.umask(0o077)  # run files, logs and output are the owner's only
     try:
         settings = load_settings()
     except SettingsError as exc:
         print(f"streamwarden: {exc}", file=sys.stderr)
-        home = Path(os.environ.get(f"{ENV_PREFIX}HOME", ".streamwarden"))
-        run_root = Path(os.environ.get(f"{ENV_PREFIX}RUN_ROOT", home / "run"))
+        home = Path(os.environ.get(f"{ENV_PREFIX}HOME") or ".streamwarden")
+        run_root = Path(os.environ.get(f"{ENV_PREFIX}RUN_ROOT") or home / "run")
         document = FailureDocument(FailureClass.CONFIG, str(exc), EXIT_CODES[FailureClass.CONFIG])
-        write_failure(run_root / "last_failure.json", document)
+        try:
+            write_failure(run_root / "last_failure.json", document)
+        except OSError as error:
+            print(f"streamwarden: the failure document cannot be written under {run_root}: {error.strerror}",
+                  file=sys.stderr)
         return document.exit_code
     return run_stream(settings)
 
@@ -65,6 +73,7 @@ def run_stream(settings: Settings) -> int:
         settings.stop_marker_path.unlink(missing_ok=True)
         if settings.failure_path.exists():
             settings.failure_path.replace(settings.failure_path.with_name("previous_failure.json"))
+        check_before_spark(settings)
         return _run(settings)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
@@ -73,10 +82,17 @@ def run_stream(settings: Settings) -> int:
         document = classify(exc)
         write_failure(settings.failure_path, document)
         log.error("stream failed (%s, exit %d): %s", document.failure_class, document.exit_code,
-                  document.message)
+                  scrub(document.message))
         return document.exit_code
     finally:
         lease.release()
+
+
+def check_before_spark(settings: Settings) -> None:
+    """What can be checked without Spark, checked before Spark starts: the session handler loads, implements
+    the interface, and its columns do not clash with the framework's (a CONFIG failure, not a BUG later)."""
+    if settings.pipeline == "sessions":
+        load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
 
 
 def _run(settings: Settings) -> int:

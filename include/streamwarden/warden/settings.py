@@ -6,14 +6,19 @@ Invalid values raise :class:`~streamwarden.settings.SettingsError` naming the en
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streamwarden.settings import SettingsError, describe_validation_error, parse_duration
-
-WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
+from streamwarden.settings import (
+    WARDEN_ENV_PREFIX,
+    SettingsError,
+    describe_validation_error,
+    parse_duration,
+    unknown_names,
+)
 
 
 class WardenSettings(BaseSettings):
@@ -28,7 +33,7 @@ class WardenSettings(BaseSettings):
         240.0, description="A just-launched stream without a heartbeat is STARTING, not HUNG, this long.")
     lag_window: int = Field(10, ge=2, le=1000, description="Lag observations per partition judged by "
                             "Burrow's rules (one per supervisor run).")
-    keepup_ratio: float = Field(0.8, gt=0, description="Keeping up: processed rate >= ratio x input rate "
+    keepup_ratio: float = Field(0.8, gt=0, le=1, description="Keeping up: processed rate >= ratio x input rate "
                                 "while records wait.")
     batch_overrun: float = Field(3.0, gt=0, description="Keeping up: batch duration <= overrun x trigger "
                                  "interval while records wait.")
@@ -50,6 +55,13 @@ class WardenSettings(BaseSettings):
                                  "Airflow SMTP connection when set.")
     smtp_conn_id: str = Field("smtp_default", description="Airflow connection used for alert e-mail.")
 
+    @model_validator(mode="after")
+    def _backoff(self) -> WardenSettings:
+        if self.backoff_base > self.backoff_max:
+            raise ValueError(f"{WARDEN_ENV_PREFIX}BACKOFF_BASE ({self.backoff_base:g}s) must not exceed "
+                             f"{WARDEN_ENV_PREFIX}BACKOFF_MAX ({self.backoff_max:g}s)")
+        return self
+
     @field_validator("heartbeat_floor", "startup_grace", "backoff_base", "backoff_max", "drain_timeout",
                      "term_timeout", "lease_timeout", "poke_interval", "broker_timeout", mode="before")
     @classmethod
@@ -59,6 +71,10 @@ class WardenSettings(BaseSettings):
 
 def load_warden_settings(**overrides: Any) -> WardenSettings:
     """Warden settings from the environment, raising :class:`SettingsError` naming each bad variable."""
+    known = {f"{WARDEN_ENV_PREFIX}{name.upper()}" for name in WardenSettings.model_fields}
+    problems = unknown_names([n for n in os.environ if n.startswith(WARDEN_ENV_PREFIX)], known, "environment variable")
+    if problems:
+        raise SettingsError("\n".join(problems))
     try:
         return WardenSettings(**overrides)
     except ValidationError as exc:

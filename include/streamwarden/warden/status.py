@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.runfiles.lease import is_held, read_holder
 from streamwarden.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,17 +27,27 @@ class StreamStatus:
     heartbeat: dict[str, Any] | None
     last_failure: dict[str, Any] | None
     stop_requested: bool
+    unreadable: dict[str, str] = field(default_factory=dict)  # run file -> why it could not be read
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def read_status(settings: Settings) -> StreamStatus:
-    """Status from the lease, the heartbeat and the failure document."""
-    holder = read_holder(settings.lease_path)
+    """Status from the lease, the heartbeat and the failure document; a corrupt file is reported, not fatal."""
+    unreadable: dict[str, str] = {}
+
+    def read(path: Path, reader: Callable[[Path], T | None]) -> T | None:
+        try:
+            return reader(path)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            unreadable[str(path)] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    holder = read(settings.lease_path, read_holder)
     running = is_held(settings.lease_path) and holder is not None and holder.is_alive()
-    heartbeat = read_heartbeat(settings.heartbeat_path)
-    failure = read_failure(settings.failure_path)
+    heartbeat = read(settings.heartbeat_path, read_heartbeat)
+    failure = read(settings.failure_path, read_failure)
     return StreamStatus(
         running=running,
         pid=holder.pid if running and holder else None,
@@ -43,4 +57,5 @@ def read_status(settings: Settings) -> StreamStatus:
         heartbeat=asdict(heartbeat) if heartbeat else None,
         last_failure=failure.to_json() if failure else None,
         stop_requested=settings.stop_marker_path.exists(),
+        unreadable=unreadable,
     )

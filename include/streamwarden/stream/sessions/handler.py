@@ -43,8 +43,14 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import ConfigError
-from streamwarden.wire import ColumnType, SessionEvent, TableSchema, Value
+from streamwarden.wire import COLUMN_TYPES, ColumnType, SessionEvent, TableSchema, Value
 
+FRAMEWORK_COLUMNS = frozenset({
+    "kind", "topic", "partition", "offset", "session_id", "seq", "event_ts",  # added to every output row
+    "key", "value", "kafka_timestamp", "error_class", "error_message",  # dead letters (quarantine)
+    "source_topic", "event_date", "event_hour",  # output folder partitioning
+})
+"""Column names the framework owns: a handler's output columns may not reuse them."""
 S = TypeVar("S")
 OutputRow = dict[str, Value]
 HANDLER_FILE = "streamwarden_handler.json"
@@ -93,6 +99,36 @@ def load_handler(path: str) -> SessionHandler[Any]:
         return handler_class()  # type: ignore[no-any-return]
     except TypeError as exc:
         raise ConfigError(f"session handler {path!r} must be constructible without arguments: {exc}") from exc
+
+
+def load_checked_handler(path: str,
+                         schema: TableSchema) -> tuple[SessionHandler[Any], Sequence[tuple[str, ColumnType]]]:
+    """Load the handler at ``path`` and check its output columns for ``schema`` (CONFIG errors, no Spark)."""
+    handler = load_handler(path)
+    return handler, checked_output_columns(handler, schema, path)
+
+
+def checked_output_columns(handler: SessionHandler[Any], schema: TableSchema,
+                           path: str = "") -> Sequence[tuple[str, ColumnType]]:
+    """The handler's output columns for ``schema``; a CONFIG error when one reuses a framework column, is
+    named twice or has an unknown type (found before Spark starts, not as a BUG inside a batch)."""
+    where = f"session handler {path or type(handler).__qualname__!r}"
+    columns = list(handler.output_columns(schema))
+    names = [name for name, _ in columns]
+    clashes = sorted(FRAMEWORK_COLUMNS & set(names))
+    if clashes:
+        source = "STREAMWARDEN_TABLE_SCHEMA or the handler"
+        raise ConfigError(f"{where}: output columns {clashes} reuse framework columns; rename them in {source} "
+                          f"(framework columns: {', '.join(sorted(FRAMEWORK_COLUMNS))})")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{where}: output columns {twice} appear twice (a table schema column named like "
+                          "one the handler adds?)")
+    unknown = [f"{name}: {type_!r}" for name, type_ in columns if type_ not in COLUMN_TYPES]
+    if unknown:
+        raise ConfigError(f"{where}: output columns of unknown type ({', '.join(unknown)}); allowed: "
+                          f"{', '.join(COLUMN_TYPES)}")
+    return columns
 
 
 def fingerprint(handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:

@@ -34,14 +34,10 @@ SESSION_COLUMNS = [StructField("session_id", StringType()), StructField("seq", L
 DEAD_COLUMNS = [StructField("key", BinaryType()), StructField("value", BinaryType()),
                 StructField("kafka_timestamp", TimestampType()), StructField("error_class", StringType()),
                 StructField("error_message", StringType())]
-_RESERVED = {f.name for f in KAFKA_COLUMNS + SESSION_COLUMNS + DEAD_COLUMNS} | {"kind"}
 
 
 def handler_fields(columns: Sequence[tuple[str, ColumnType]]) -> list[StructField]:
-    """Spark fields of a handler's output columns; names may not shadow the framework's."""
-    clashes = sorted(_RESERVED & {name for name, _ in columns})
-    if clashes:
-        raise ValueError(f"handler output columns {clashes} clash with framework columns")
+    """Spark fields of a handler's output columns (checked against the framework's by the handler loader)."""
     return [StructField(name, _SPARK_TYPES[type_]) for name, type_ in columns]
 
 
