@@ -109,3 +109,8 @@ def test_up_runs_the_platform_and_stops_cleanly(tmp_path: Path) -> None:
     assert any("spark" in command.lower() for command in seen.values()), seen
     assert _still_running(seen) == [], log
     assert not is_held(settings.lease_path)
+    assert (home / "airflow" / "simple_auth_manager_passwords.json.generated").is_file()
+    assert home.stat().st_mode & 0o777 == 0o700
+    shared = [f"{oct(p.stat().st_mode & 0o777)} {p}" for p in home.rglob("*")
+              if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o077]
+    assert shared == [], "files readable by others under the home:\n" + "\n".join(shared[:20])

@@ -163,6 +163,8 @@ class LocalPlatform:
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def run(self) -> int:
+        self.settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.settings.home.chmod(0o700)  # the Airflow password, database, logs and alerts live below it
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.settings.root("run") / "up.lock", "a+") as lock:
             try:

@@ -35,6 +35,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # run an empty micro-batch every trigger, forever: CPU burnt while idle and no idle events for
         # the heartbeat. TTL is still enforced on the next batch with data.
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        # Hadoop's file system ignores the process umask (its default is 022): output, checkpoint and
+        # state files are the owner's only, like everything else under the home.
+        "spark.hadoop.fs.permissions.umask-mode": "077",
     }
     conf.update(settings.spark_conf)
     return conf
