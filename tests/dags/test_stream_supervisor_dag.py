@@ -12,9 +12,10 @@ import pytest
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
+from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
-# restart is marked successful instead of run: launching the real stream is tests/test_supervisor.py's job.
+# restart is marked successful instead of run: launching the real stream is tests/warden/test_supervisor.py's job.
 LIFECYCLE_TASKS = r"^restart_stream$"
 
 
@@ -42,7 +43,12 @@ def test_supervisor_shape(dagbag: Any) -> None:
     assert set(dag.params.keys()) == {"force_restart", "reason"}
     assert dag.params["force_restart"] is False
     assert dag.max_active_runs == 1 and dag.catchup is False
-    assert dag.get_task("restart_stream").pool == "stream_lifecycle"
+    restart = dag.get_task("restart_stream")
+    assert restart.pool == "stream_lifecycle" and restart.spark_conn_id == "spark_default"
+    assert {t.task_id for t in dag.tasks if "reason" in t.template_fields} == {"decide_action", "restart_stream"}
+    for task in (dag.get_task("decide_action"), restart):  # the run's reason, empty without one
+        assert task.render_template(task.reason, {"params": {"reason": "fixed it"}}) == "fixed it"
+        assert task.render_template(task.reason, {"params": {}}) == ""
     assert {t.task_id for t in dag.tasks if t.pool == "stream_lifecycle"} == {"restart_stream"}
     assert {t.task_id: t.mode for t in dag.tasks if hasattr(t, "poke")} == {
         "check_health": "reschedule", "wait_for_backoff": "reschedule"}
@@ -73,7 +79,9 @@ def stream_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.usefixtures("airflow_db", "stream_home")
-def test_supervisor_restarts_a_stream_that_is_not_running() -> None:
+def test_supervisor_branches_to_restart_when_no_stream_runs() -> None:
+    """No lease holder: DEAD, so the run waits out the (empty) backoff and branches to ``restart_stream``,
+    which is marked successful here, not run."""
     states = _run_supervisor()
     assert states == {"check_health": "success", "decide_action": "success", "wait_for_backoff": "success",
                       "restart_stream": "success", "healthy": "skipped", "notify_degraded": "skipped",
@@ -86,13 +94,23 @@ def test_supervisor_restarts_a_stream_that_is_not_running() -> None:
     (False, {"healthy": "skipped", "notify_degraded": "success", "restart_stream": "skipped"}),
     (True, {"healthy": "skipped", "notify_degraded": "skipped", "restart_stream": "success"}),
 ])
-def test_supervisor_with_a_running_stream(force_restart: bool, expected: dict[str, str]) -> None:
+def test_supervisor_alerts_on_a_degraded_stream_or_branches_to_a_forced_restart(
+        force_restart: bool, expected: dict[str, str]) -> None:
+    """This process holds the lease and beats: a DEGRADED stream is alerted about (the alert is recorded),
+    not restarted; ``force_restart`` branches to ``restart_stream`` instead (marked successful, not run)."""
     settings = load_settings()
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):  # this process is "the stream"
         write_heartbeat(settings.heartbeat_path, Heartbeat("idle", "q", "r", os.getpid(), batch_id=0))
         states = _run_supervisor({"force_restart": force_restart, "reason": "test"})
     assert {k: states[k] for k in expected} == expected
     assert states["check_health"] == states["decide_action"] == "success"
+    alerts = read_alerts(alerts_path(settings))
+    if force_restart:
+        assert alerts == []
+    else:
+        [alert] = alerts
+        assert alert["severity"] == "warning" and alert["verdict"]["label"] == "DEGRADED"
+        assert alert["source"].startswith("stream_supervisor/") and alert["deliveries"] == {"log": "sent"}
 
 
 def test_spark_submit_command_comes_from_the_spark_connection(tmp_path: Path,
@@ -103,13 +121,13 @@ def test_spark_submit_command_comes_from_the_spark_connection(tmp_path: Path,
 
     monkeypatch.setenv("STREAMWARDEN_HOME", str(tmp_path))
     monkeypatch.setenv("STREAMWARDEN_SPARK_MASTER", "local[1]")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    hook = StreamwardenHook()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    hook = StreamwardenHook(spark_conn_id="spark_local")
     command = hook.spark_submit_command(hook.settings, REPO / "jobs" / "stream.py")
     assert Path(command[0]).is_file() and command[0].endswith("spark-submit")
     assert command[command.index("--master") + 1] == "local[1]"
     assert command[-1] == str(REPO / "jobs" / "stream.py")
 
-    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT")  # the provider then silently means YARN
-    with pytest.raises(ValueError, match="'yarn'"):
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_LOCAL")  # the provider then silently means YARN
+    with pytest.raises(ValueError, match="connection 'spark_local' gives master 'yarn'"):
         hook.spark_submit_command(hook.settings, REPO / "jobs" / "stream.py")

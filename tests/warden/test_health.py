@@ -51,19 +51,22 @@ def _judge(settings: Settings, warden: WardenSettings = WARDEN, now: float | Non
     assessment = assess(settings, warden, now)
     assessment.commit()
     verdict = assessment.verdict
-    assert HealthVerdict.from_json(json.loads(json.dumps(verdict.to_json()))) == verdict, "JSON round trip"
+    document = json.loads(json.dumps(verdict.to_json()))
+    assert HealthVerdict.from_json(document) == verdict, "JSON round trip"
+    assert HealthVerdict.from_json(document).to_json() == document, "the flat JSON form (XCom) is kept"
     return verdict
 
 
 def test_not_running_is_dead_or_failed_with_its_class(settings: Settings) -> None:
     verdict = _judge(settings)
     assert (verdict.overall, verdict.alive, verdict.restartable) == (Overall.DEAD, False, True)
-    assert verdict.partitions == [] and verdict.broker_error is None
+    assert verdict.lag.partitions == [] and verdict.lag.broker_error is None
 
     write_failure(settings.failure_path, FailureDocument(FailureClass.INTEGRITY, "gap", 82, "t", 0, 5))
     verdict = _judge(settings)
     assert verdict.label == "FAILED(INTEGRITY)" and not verdict.restartable
-    assert verdict.failure is not None and verdict.failure["offset"] == 5
+    assert verdict.failure is not None and verdict.failure.offset == 5
+    assert verdict.to_json()["failure"]["offset"] == 5 and verdict.to_json()["failure_class"] == "INTEGRITY"
     write_failure(settings.failure_path, FailureDocument(FailureClass.ENVIRONMENT, "broker down", 75))
     assert _judge(settings).restartable
 
@@ -81,24 +84,26 @@ def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> No
         _beat(settings, 0)
         verdict = _judge(settings)
         assert verdict.overall is Overall.HEALTHY, verdict.table()
-        assert (verdict.alive, verdict.pid, verdict.progressing, verdict.total_lag) == (True, os.getpid(), True, 0)
-        assert verdict.progress_threshold_s == 30 and verdict.lag_status is LagStatus.OK
-        assert [p.lag for p in verdict.partitions] == [0, 0]
+        assert (verdict.alive, verdict.pid, verdict.progressing, verdict.lag.total_lag) == (True, os.getpid(), True, 0)
+        assert verdict.progress_threshold_s == 30 and verdict.lag.lag_status is LagStatus.OK
+        assert [p.lag for p in verdict.lag.partitions] == [0, 0]
+        assert verdict.heartbeat.last_batch_id == 0 and verdict.to_json()["last_batch_id"] == 0
         assert "HEALTHY" in verdict.table() and f"{topic}[1]" in verdict.table()
 
         more = produce_raw(settings.bootstrap_servers, [topic], 600)
         t0 = time.time()
         verdict = _judge(settings, now=t0)
         lag = sum(more[topic].values()) - sum(ends[topic].values())
-        assert (verdict.total_lag, verdict.max_lag) == (lag, max(more[topic][p] - ends[topic][p] for p in (0, 1)))
+        assert (verdict.lag.total_lag, verdict.lag.max_lag) == (
+            lag, max(more[topic][p] - ends[topic][p] for p in (0, 1)))
         assert all(p.oldest_unprocessed_age_s is not None and 0 <= p.oldest_unprocessed_age_s < 60
-                   for p in verdict.partitions)
-        assert {p.retention_ms for p in verdict.partitions} == {7 * 24 * 3600 * 1000}
-        assert not verdict.retention_at_risk and verdict.overall is Overall.HEALTHY
+                   for p in verdict.lag.partitions)
+        assert {p.retention_ms for p in verdict.lag.partitions} == {7 * 24 * 3600 * 1000}
+        assert not verdict.lag.retention_at_risk and verdict.overall is Overall.HEALTHY
 
         # With a week of retention, a threshold of a tiny fraction of it puts these records at risk.
         risky = WARDEN.model_copy(update={"retention_risk": 1e-8})
-        assert _judge(settings, risky, now=t0 + 1).retention_at_risk
+        assert _judge(settings, risky, now=t0 + 1).lag.retention_at_risk
 
         # Fresh idle heartbeats, but the batch id has not moved for longer than the threshold while
         # records wait: not progressing; once no zero-lag observation is left in the window, Burrow says STOP.
@@ -106,7 +111,7 @@ def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> No
         verdict = _judge(settings, now=t0 + 41)
         assert verdict.overall is Overall.HUNG and not verdict.progressing, verdict.table()
         assert "batch 0 unchanged" in verdict.reasons[0]
-        assert verdict.lag_status is LagStatus.STOP
+        assert verdict.lag.lag_status is LagStatus.STOP
 
         # The heartbeat itself goes stale.
         verdict = _judge(settings, now=t0 + 80)
@@ -116,4 +121,4 @@ def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> No
 def test_unreachable_broker_is_reported_not_raised(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:9")
     verdict = _judge(settings, load_warden_settings(broker_timeout=2))
-    assert verdict.overall is Overall.DEAD and verdict.broker_error and verdict.lag_status is LagStatus.ERR
+    assert verdict.overall is Overall.DEAD and verdict.lag.broker_error and verdict.lag.lag_status is LagStatus.ERR

@@ -34,8 +34,8 @@ def test_breaker_opens_at_the_limit_and_closes_after_an_hour() -> None:
 def test_history_is_shared_through_the_run_root(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path)
     assert load_history(settings) == RestartHistory()
-    save_history(settings, RestartHistory([5.0], breaker_alerted_for=5.0))
-    assert load_history(settings) == RestartHistory([5.0], breaker_alerted_for=5.0)
+    save_history(settings, RestartHistory([5.0]))
+    assert load_history(settings) == RestartHistory([5.0])
 
 
 def test_warden_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

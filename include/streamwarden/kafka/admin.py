@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -38,7 +37,7 @@ def admin_client(config: dict[str, str]) -> AdminClient:
         raise ConfigError(f"invalid Kafka client settings: {exc}") from exc
 
 
-def make_consumer(config: dict[str, Any]) -> Consumer:
+def make_consumer(config: dict[str, str | int | float | bool]) -> Consumer:
     """A consumer; an invalid client setting is a CONFIG failure naming the property."""
     try:
         return Consumer(config)

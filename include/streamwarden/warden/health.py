@@ -17,7 +17,7 @@ progressing), ``DEGRADED`` (progressing, but behind, lagging or at retention ris
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 from streamwarden.atomic import read_json, write_json_atomic
-from streamwarden.failures import FailureClass
+from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.runfiles.checkpoint import OffsetDoc, commit_batches, committed_offsets
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import Heartbeat, read_heartbeat
@@ -63,36 +63,85 @@ class PartitionHealth:
     retention_ms: int | None = None
     retention_at_risk: bool = False
 
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> PartitionHealth:
+        return cls(**{**row, "status": LagStatus(row["status"])})
+
 
 @dataclass(frozen=True)
-class HealthVerdict:
-    """What a health check found (JSON in XCom, a table in the log)."""
+class LagFacts:
+    """What the broker and the checkpoint say about the input: lag per partition, its worst status and
+    sums, retention risk, and ``broker_error`` when the broker could not be asked."""
 
-    overall: Overall
-    reasons: list[str]
-    checked_at: str
-    failure_class: FailureClass | None = None
-    alive: bool = False
-    pid: int | None = None
-    process_state: str | None = None
-    progressing: bool = False
-    heartbeat_event: str | None = None
-    heartbeat_age_s: float | None = None
-    progress_threshold_s: float | None = None
-    last_batch_id: int | None = None
-    last_progress_at: str | None = None
-    keeping_up: bool = True
-    input_rows_per_second: float | None = None
-    processed_rows_per_second: float | None = None
-    batch_duration_ms: int | None = None
-    trigger_interval_s: float | None = None
     lag_status: LagStatus = LagStatus.OK
     max_lag: int = 0
     total_lag: int = 0
     retention_at_risk: bool = False
     broker_error: str | None = None
     partitions: list[PartitionHealth] = field(default_factory=list)
-    failure: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, partitions: list[PartitionHealth], broker: BrokerView) -> LagFacts:
+        return cls(lag_status=LagStatus.ERR if broker.error else worst([p.status for p in partitions]),
+                   max_lag=max((p.lag for p in partitions), default=0), total_lag=sum(p.lag for p in partitions),
+                   retention_at_risk=any(p.retention_at_risk for p in partitions), broker_error=broker.error,
+                   partitions=partitions)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> LagFacts:
+        """From a verdict's flat JSON form."""
+        return cls(LagStatus(document["lag_status"]), document["max_lag"], document["total_lag"],
+                   document["retention_at_risk"], document["broker_error"],
+                   [PartitionHealth.from_json(p) for p in document["partitions"]])
+
+
+@dataclass(frozen=True)
+class HeartbeatFacts:
+    """What the stream's last heartbeat says (all ``None`` without one, or when it is not the lease holder's)."""
+
+    heartbeat_event: str | None = None
+    heartbeat_age_s: float | None = None
+    last_batch_id: int | None = None
+    last_progress_at: str | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    batch_duration_ms: int | None = None
+    trigger_interval_s: float | None = None
+
+    @classmethod
+    def of(cls, heartbeat: Heartbeat | None, now: float) -> HeartbeatFacts:
+        if heartbeat is None:
+            return cls()
+        return cls(heartbeat.event, round(heartbeat.age_seconds(datetime.fromtimestamp(now, UTC)), 3),
+                   heartbeat.batch_id, heartbeat.written_at, heartbeat.input_rows_per_second,
+                   heartbeat.processed_rows_per_second, heartbeat.batch_duration_ms, heartbeat.trigger_interval_s)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> HeartbeatFacts:
+        """From a verdict's flat JSON form."""
+        return cls(**{f.name: document[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    """What a health check found (flat JSON in XCom and alerts, a table in the log)."""
+
+    overall: Overall
+    reasons: list[str]
+    checked_at: str
+    alive: bool = False
+    pid: int | None = None
+    process_state: str | None = None
+    progressing: bool = False
+    progress_threshold_s: float | None = None
+    keeping_up: bool = True
+    heartbeat: HeartbeatFacts = field(default_factory=HeartbeatFacts)
+    lag: LagFacts = field(default_factory=LagFacts)
+    failure: FailureDocument | None = None
+
+    @property
+    def failure_class(self) -> FailureClass | None:
+        return self.failure.failure_class if self.failure else None
 
     @property
     def restartable(self) -> bool:
@@ -105,47 +154,59 @@ class HealthVerdict:
         return f"FAILED({self.failure_class.value})" if self.failure_class else self.overall.value
 
     def to_json(self) -> dict[str, Any]:
+        """One flat document: the heartbeat and lag facts inline, the failure document, class and label."""
         document = asdict(self)
-        document["label"] = self.label
+        document.update(document.pop("heartbeat"))
+        document.update(document.pop("lag"))
+        document.update(failure=self.failure.to_json() if self.failure else None, failure_class=self.failure_class,
+                        label=self.label)
         return document
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> HealthVerdict:
-        fields = {k: v for k, v in document.items() if k != "label"}
-        fields["overall"] = Overall(fields["overall"])
-        fields["lag_status"] = LagStatus(fields["lag_status"])
-        if fields.get("failure_class"):
-            fields["failure_class"] = FailureClass(fields["failure_class"])
-        fields["partitions"] = [PartitionHealth(**{**p, "status": LagStatus(p["status"])})
-                                for p in fields.get("partitions", [])]
-        return cls(**fields)
+        """Inverse of :meth:`to_json` (the class and label are derived again)."""
+        own = {f.name: document[f.name] for f in fields(cls) if f.name not in ("heartbeat", "lag", "failure")}
+        failure = document["failure"]
+        return cls(**{**own, "overall": Overall(document["overall"])},
+                   heartbeat=HeartbeatFacts.from_json(document), lag=LagFacts.from_json(document),
+                   failure=FailureDocument.from_json(failure) if failure else None)
 
     def table(self) -> str:
         """The verdict as a table a person reads at a glance, one line per partition below."""
-        rows: list[tuple[str, Any]] = [
+        beat, lag = self.heartbeat, self.lag
+        rows: list[tuple[str, object]] = [
             ("verdict", self.label), ("reasons", "; ".join(self.reasons) or "-"),
             ("alive", f"{self.alive} (pid {self.pid}, {self.process_state})" if self.alive else False),
             ("progressing", self.progressing),
-            ("heartbeat", f"{self.heartbeat_event}, {self.heartbeat_age_s}s old "
-                          f"(limit {self.progress_threshold_s}s)" if self.heartbeat_event else None),
-            ("last batch", f"{self.last_batch_id} at {self.last_progress_at}" if self.last_progress_at else None),
-            ("keeping up", f"{self.keeping_up} (in {self.input_rows_per_second}/s, processed "
-                           f"{self.processed_rows_per_second}/s, batch {self.batch_duration_ms} ms, "
-                           f"trigger {self.trigger_interval_s}s)"),
-            ("lag", f"{self.lag_status.value}: max {self.max_lag}, total {self.total_lag}"),
-            ("retention risk", self.retention_at_risk), ("broker", self.broker_error or "ok"),
+            ("heartbeat", f"{beat.heartbeat_event}, {beat.heartbeat_age_s}s old "
+                          f"(limit {self.progress_threshold_s}s)" if beat.heartbeat_event else None),
+            ("last batch", f"{beat.last_batch_id} at {beat.last_progress_at}" if beat.last_progress_at else None),
+            ("keeping up", f"{self.keeping_up} (in {beat.input_rows_per_second}/s, processed "
+                           f"{beat.processed_rows_per_second}/s, batch {beat.batch_duration_ms} ms, "
+                           f"trigger {beat.trigger_interval_s}s)"),
+            ("lag", f"{lag.lag_status.value}: max {lag.max_lag}, total {lag.total_lag}"),
+            ("retention risk", lag.retention_at_risk), ("broker", lag.broker_error or "ok"),
         ]
         width = max(len(name) for name, _ in rows)
         lines = [f"{name:<{width}} | {'-' if value is None else value}" for name, value in rows]
-        if self.partitions:
+        if lag.partitions:
             lines.append(f"{'topic[partition]':<32} {'committed':>12} {'high':>12} {'lag':>10} status  oldest(s)")
             lines.extend(
                 f"{p.topic + f'[{p.partition}]':<32} {p.committed if p.committed is not None else '-':>12} "
                 f"{p.high_watermark:>12} {p.lag:>10} {p.status.value:<6}  "
                 f"{'-' if p.oldest_unprocessed_age_s is None else round(p.oldest_unprocessed_age_s, 1)}"
                 f"{' AT RISK' if p.retention_at_risk else ''}"
-                for p in self.partitions)
+                for p in lag.partitions)
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class BatchSeen:
+    """The batch id the lease holder was last seen at, and since when (epoch seconds)."""
+
+    pid: int
+    batch_id: int | None
+    since: float
 
 
 @dataclass(frozen=True)
@@ -153,7 +214,12 @@ class HealthState:
     """History kept between checks: lag windows, and since when the last batch id has been seen."""
 
     lag: dict[str, list[list[float | int]]] = field(default_factory=dict)
-    batch: dict[str, Any] = field(default_factory=dict)  # pid, batch_id, since
+    batch: BatchSeen | None = None
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> HealthState:
+        batch = document.get("batch")
+        return cls(document.get("lag", {}), BatchSeen(**batch) if batch else None)
 
 
 @dataclass(frozen=True)
@@ -176,83 +242,82 @@ def assess(settings: Settings, warden: WardenSettings, now: float | None = None)
     """Look at the stream's files and the broker and judge; nothing is written until ``commit()``."""
     now = time.time() if now is None else now
     path = state_path(settings)
-    state = HealthState(**(read_json(path) or {}))
+    state = HealthState.from_json(read_json(path) or {})
     checked_at = datetime.fromtimestamp(now, UTC).isoformat()
     holder = running_holder(settings)
     heartbeat = read_heartbeat(settings.heartbeat_path)
     committed = committed_offsets(settings.checkpoint_location) or {}
     broker = observe_broker(settings, committed, warden.broker_timeout, now)
     partitions, lag_windows = _judge_lag(settings, committed, broker, state, warden=warden, now=now)
-    lag_fields = _lag_fields(partitions, broker)
+    lag = LagFacts.of(partitions, broker)
     state = replace(state, lag=lag_windows)
     if holder is None:
-        verdict = _not_running(settings, warden, now, checked_at, heartbeat=heartbeat, lag_fields=lag_fields)
+        verdict = _not_running(settings, warden, now, checked_at, heartbeat=heartbeat, lag=lag)
         return Assessment(verdict, state, path)
     verdict, batch = _running(settings, warden, now, checked_at, holder=holder, heartbeat=heartbeat,
-                            batch=state.batch, lag_fields=lag_fields)
+                            batch=state.batch, lag=lag)
     return Assessment(verdict, replace(state, batch=batch), path)
 
 
 def _not_running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *,
-                 heartbeat: Heartbeat | None, lag_fields: dict[str, Any]) -> HealthVerdict:
-    base = _heartbeat_fields(heartbeat, now)
+                 heartbeat: Heartbeat | None, lag: LagFacts) -> HealthVerdict:
+    facts = HeartbeatFacts.of(heartbeat, now)
     launch = read_launch_record(settings)
     if launch is not None and launch.leader_alive() and \
             now - datetime.fromisoformat(launch.launched_at).timestamp() <= warden.startup_grace:
         return HealthVerdict(Overall.STARTING, [f"launched at {launch.launched_at}, no lease yet"], checked_at,
-                             **base, **lag_fields)
+                             heartbeat=facts, lag=lag)
     failure = read_failure(settings.failure_path)
     if failure is not None:
         reason = f"exited with {failure.failure_class.value} (exit {failure.exit_code}): {failure.message}"
-        return HealthVerdict(Overall.FAILED, [reason], checked_at, failure_class=failure.failure_class,
-                             failure=failure.to_json(), **base, **lag_fields)
+        return HealthVerdict(Overall.FAILED, [reason], checked_at, heartbeat=facts, lag=lag, failure=failure)
     return HealthVerdict(Overall.DEAD, ["no live process holds the checkpoint lease"], checked_at,
-                         **base, **lag_fields)
+                         heartbeat=facts, lag=lag)
 
 
 def _running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *, holder: LeaseHolder,
-             heartbeat: Heartbeat | None, batch: dict[str, Any],
-             lag_fields: dict[str, Any]) -> tuple[HealthVerdict, dict[str, Any]]:
-    process_state = _process_state(holder)
-    alive: dict[str, Any] = {"alive": True, "pid": holder.pid, "process_state": process_state}
+             heartbeat: Heartbeat | None, batch: BatchSeen | None,
+             lag: LagFacts) -> tuple[HealthVerdict, BatchSeen | None]:
     trigger = (heartbeat.trigger_interval_s if heartbeat and heartbeat.trigger_interval_s
                else settings.trigger_interval)
     threshold = max(3 * trigger, warden.heartbeat_floor)
+    process_state = _process_state(holder)
+    running = HealthVerdict(Overall.HEALTHY, [], checked_at, alive=True, pid=holder.pid,
+                            process_state=process_state, progress_threshold_s=threshold, lag=lag)
     if heartbeat is None or heartbeat.pid != holder.pid:
         started = datetime.fromisoformat(holder.started_at).timestamp()
-        fields = {**alive, **_heartbeat_fields(None, now), "progress_threshold_s": threshold, **lag_fields}
         if now - started <= warden.startup_grace:
-            return HealthVerdict(Overall.STARTING, [f"lease taken at {holder.started_at}, no heartbeat yet"],
-                                 checked_at, **fields), {}
-        return HealthVerdict(Overall.HUNG, [f"no heartbeat {now - started:.0f}s after the lease was taken "
-                                            f"(grace {warden.startup_grace:g}s)"], checked_at, **fields), {}
+            return replace(running, overall=Overall.STARTING,
+                           reasons=[f"lease taken at {holder.started_at}, no heartbeat yet"]), None
+        return replace(running, overall=Overall.HUNG,
+                       reasons=[f"no heartbeat {now - started:.0f}s after the lease was taken "
+                                f"(grace {warden.startup_grace:g}s)"]), None
 
-    if batch.get("pid") != holder.pid or batch.get("batch_id") != heartbeat.batch_id:
-        batch = {"pid": holder.pid, "batch_id": heartbeat.batch_id, "since": now}
+    if batch is None or batch.pid != holder.pid or batch.batch_id != heartbeat.batch_id:
+        batch = BatchSeen(holder.pid, heartbeat.batch_id, now)
     reasons: list[str] = []
     age = heartbeat.age_seconds(datetime.fromtimestamp(now, UTC))
-    stuck_for = now - float(batch["since"])
+    stuck_for = now - batch.since
     stale = age > threshold
-    stuck = lag_fields["total_lag"] > 0 and stuck_for > threshold
+    stuck = lag.total_lag > 0 and stuck_for > threshold
     if stale:
         reasons.append(f"heartbeat is {age:.0f}s old (limit {threshold:g}s)")
     if stuck:
         reasons.append(f"batch {heartbeat.batch_id} unchanged for {stuck_for:.0f}s while "
-                       f"{lag_fields['total_lag']} records wait")
+                       f"{lag.total_lag} records wait")
     if process_state == psutil.STATUS_STOPPED:
         reasons.append("the lease holder process is stopped (SIGSTOP)")
     progressing = not (stale or stuck)
-    keeping_up = _keeping_up(heartbeat, lag_fields["total_lag"], trigger, warden, reasons)
-    if lag_fields["lag_status"] is not LagStatus.OK:
-        reasons.append(f"lag {lag_fields['lag_status'].value} (Burrow)")
-    if lag_fields["retention_at_risk"]:
+    keeping_up = _keeping_up(heartbeat, lag.total_lag, trigger, warden, reasons)
+    if lag.lag_status is not LagStatus.OK:
+        reasons.append(f"lag {lag.lag_status.value} (Burrow)")
+    if lag.retention_at_risk:
         reasons.append("unprocessed records near the end of their retention")
-    if lag_fields["broker_error"]:
-        reasons.append(f"broker: {lag_fields['broker_error']}")
+    if lag.broker_error:
+        reasons.append(f"broker: {lag.broker_error}")
     overall = Overall.HUNG if not progressing else Overall.DEGRADED if reasons else Overall.HEALTHY
-    verdict = HealthVerdict(overall, reasons, checked_at, **alive, progressing=progressing,
-                            progress_threshold_s=threshold, keeping_up=keeping_up,
-                            **_heartbeat_fields(heartbeat, now), **lag_fields)
+    verdict = replace(running, overall=overall, reasons=reasons, progressing=progressing, keeping_up=keeping_up,
+                      heartbeat=HeartbeatFacts.of(heartbeat, now))
     return verdict, batch
 
 
@@ -269,19 +334,6 @@ def _keeping_up(heartbeat: Heartbeat, total_lag: int, trigger: float, warden: Wa
     if slow_batch:
         reasons.append(f"batch took {heartbeat.batch_duration_ms} ms > {warden.batch_overrun:g} x trigger")
     return not (slow_rate or slow_batch)
-
-
-def _heartbeat_fields(heartbeat: Heartbeat | None, now: float) -> dict[str, Any]:
-    if heartbeat is None:
-        return {}
-    return {
-        "heartbeat_event": heartbeat.event,
-        "heartbeat_age_s": round(heartbeat.age_seconds(datetime.fromtimestamp(now, UTC)), 3),
-        "last_batch_id": heartbeat.batch_id, "last_progress_at": heartbeat.written_at,
-        "input_rows_per_second": heartbeat.input_rows_per_second,
-        "processed_rows_per_second": heartbeat.processed_rows_per_second,
-        "batch_duration_ms": heartbeat.batch_duration_ms, "trigger_interval_s": heartbeat.trigger_interval_s,
-    }
 
 
 def _process_state(holder: LeaseHolder) -> str | None:
@@ -313,14 +365,3 @@ def _judge_lag(settings: Settings, committed: OffsetDoc, broker: BrokerView, sta
         found.append(PartitionHealth(tp.topic, tp.partition, position, high, observation.lag,
                                      evaluate(window, now), age, retention, at_risk))
     return found, windows
-
-
-def _lag_fields(partitions: list[PartitionHealth], broker: BrokerView) -> dict[str, Any]:
-    return {
-        "partitions": partitions,
-        "lag_status": LagStatus.ERR if broker.error else worst([p.status for p in partitions]),
-        "max_lag": max((p.lag for p in partitions), default=0),
-        "total_lag": sum(p.lag for p in partitions),
-        "retention_at_risk": any(p.retention_at_risk for p in partitions),
-        "broker_error": broker.error,
-    }

@@ -21,10 +21,9 @@ BREAKER_WINDOW_S = 3600.0
 
 @dataclass(frozen=True)
 class RestartHistory:
-    """Warden starts (epoch seconds, oldest first) and the start a breaker alert was last sent for."""
+    """Warden starts (epoch seconds, oldest first)."""
 
     starts: list[float] = field(default_factory=list)
-    breaker_alerted_for: float | None = None
 
     def recent(self, now: float) -> list[float]:
         """Starts inside the breaker window."""
@@ -53,7 +52,7 @@ def history_path(settings: Settings) -> Path:
 
 def load_history(settings: Settings) -> RestartHistory:
     document = read_json(history_path(settings))
-    return RestartHistory() if document is None else RestartHistory(**document)
+    return RestartHistory() if document is None else RestartHistory(starts=list(document.get("starts", [])))
 
 
 def save_history(settings: Settings, history: RestartHistory) -> None:

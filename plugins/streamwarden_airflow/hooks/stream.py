@@ -13,7 +13,7 @@ from streamwarden.settings import Settings, load_settings
 from streamwarden.warden.alerts import Alert, Notifier, alerts_path, dispatch, notifiers
 from streamwarden.warden.health import Assessment, assess
 from streamwarden.warden.launcher import start_stream_detached, venv_bin
-from streamwarden.warden.restart_policy import RestartHistory, load_history, save_history
+from streamwarden.warden.restart_policy import RestartHistory, load_history
 from streamwarden.warden.settings import WardenSettings, load_warden_settings
 from streamwarden.warden.stop import StopOutcome, stop_stream
 
@@ -41,9 +41,6 @@ class StreamwardenHook(BaseHook):
 
     def history(self) -> RestartHistory:
         return load_history(self.settings)
-
-    def record_start(self, at: float) -> None:
-        save_history(self.settings, self.history().with_start(at))
 
     def spark_submit_command(self, settings: Settings, application: Path) -> list[str]:
         """The provider's spark-submit command for ``application``, run by this environment's binary."""

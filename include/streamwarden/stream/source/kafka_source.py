@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import Consumer
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
@@ -112,7 +113,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def __init__(self, options: KafkaSourceOptions) -> None:
         self.options = options
-        self._consumer: Any = None
+        self._consumer: Consumer | None = None
         self._latest: OffsetDoc | None = None
         self._known_ends: dict[TopicPartitionId, tuple[int, int]] = {}
 
@@ -123,7 +124,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return state
 
     # -- driver side ---------------------------------------------------------------------------
-    def _meta(self) -> Any:
+    def _meta(self) -> Consumer:
         if self._consumer is None:
             self._consumer = metadata_consumer(self.options.client_config)
         return self._consumer

@@ -61,7 +61,7 @@ class _Columns:
         self.offsets: list[int] = []
         self.timestamps: list[int | None] = []
         self.ts_types: list[int] = []
-        self.headers: list[list[dict[str, Any]] | None] = []
+        self.headers: list[list[dict[str, str | bytes | None]] | None] = []
 
     def add(self, message: Any) -> None:
         self.keys.append(message.key())
