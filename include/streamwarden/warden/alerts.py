@@ -7,8 +7,11 @@ webhook never hides an alert and tests (and people) can read what was sent.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import os
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from streamwarden.secrets import redact, scrub
 from streamwarden.settings import Settings
 from streamwarden.warden.settings import WardenSettings
 
@@ -48,13 +52,15 @@ class Alert:
                    next_action, source=source, key=key)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSON form (webhook body, ``alerts.jsonl``, XCom), every secret masked."""
+        document: dict[str, Any] = redact(asdict(self))
+        return document
 
     def text(self) -> str:
-        """Plain text for logs and e-mail."""
-        return (f"[{self.severity.upper()}] {self.summary}\nverdict: {self.verdict.get('label')}\n"
-                f"failure class: {self.failure_class or '-'}\nlast progress: {self.last_progress}\n"
-                f"next action: {self.next_action}\nsource: {self.source or '-'}")
+        """Plain text for logs and e-mail, every secret masked."""
+        return scrub(f"[{self.severity.upper()}] {self.summary}\nverdict: {self.verdict.get('label')}\n"
+                     f"failure class: {self.failure_class or '-'}\nlast progress: {self.last_progress}\n"
+                     f"next action: {self.next_action}\nsource: {self.source or '-'}")
 
 
 class Notifier(Protocol):
@@ -79,18 +85,27 @@ class LogNotifier:
 
 
 class WebhookNotifier:
-    """POSTs the alert as JSON (``application/json``); any non-2xx answer is a failed delivery."""
+    """POSTs the alert as JSON (``application/json``); any non-2xx answer is a failed delivery.
+
+    Credentials in the URL (``https://user:password@host/...``) are sent as HTTP Basic authentication,
+    never as part of the address (which would end up in error messages and proxy logs).
+    """
 
     name = "webhook"
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
-        self.url = url
+        parts = urllib.parse.urlsplit(url)
+        self.headers = {"Content-Type": "application/json", "User-Agent": "streamwarden-warden"}
+        if parts.username is not None:
+            token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            self.headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+            parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+        self.url = urllib.parse.urlunsplit(parts)
         self.timeout = timeout
 
     def send(self, alert: Alert) -> None:
         request = urllib.request.Request(
-            self.url, data=json.dumps(alert.to_json(), default=str).encode(), method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "streamwarden-warden"})
+            self.url, data=json.dumps(alert.to_json(), default=str).encode(), method="POST", headers=self.headers)
         with urllib.request.urlopen(request, timeout=self.timeout) as response:
             if not 200 <= response.status < 300:
                 raise OSError(f"webhook answered HTTP {response.status}")
@@ -134,9 +149,9 @@ def dispatch(alert: Alert, backends: Sequence[Notifier], record: Path) -> dict[s
             backend.send(alert)
             outcome[backend.name] = "sent"
         except Exception as exc:  # a broken back-end must not swallow the alert
-            outcome[backend.name] = f"failed: {type(exc).__name__}: {exc}"
+            outcome[backend.name] = scrub(f"failed: {type(exc).__name__}: {exc}")
     record.parent.mkdir(parents=True, exist_ok=True)
-    with open(record, "a") as handle:
+    with open(os.open(record, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:
         handle.write(json.dumps({**alert.to_json(), "deliveries": outcome}, default=str, sort_keys=True) + "\n")
     return outcome
 
