@@ -17,7 +17,7 @@ from streamwarden_bench.replay import caught_up, offsets_by_table
 from streamwarden.processes import group_members
 from streamwarden.runfiles.checkpoint import commit_batches, committed_offsets, offset_batches
 from streamwarden.settings import Settings, load_settings
-from streamwarden.stream.sessions.tables import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 
 
 def produce_raw(bootstrap: str, topics: Sequence[str], count: int, keys: int = 997,

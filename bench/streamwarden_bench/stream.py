@@ -25,7 +25,7 @@ from streamwarden.processes import live
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.heartbeat import Heartbeat, read_heartbeat
 from streamwarden.settings import Settings, load_settings
-from streamwarden.stream.sessions.tables import SESSION_ROWS
+from streamwarden.tables.location import SESSION_ROWS
 from streamwarden.stream.sink.commit_protocol import Manifest, load_manifests
 from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 

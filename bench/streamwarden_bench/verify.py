@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamwarden.stream.sessions.tables import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.wire import DEMO_SCHEMA, Table, TableSchema, apply_event, decode
 
 from .baseline import SCHEMA as BASELINE_SCHEMA

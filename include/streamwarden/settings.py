@@ -42,7 +42,7 @@ WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
 OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN_CHAOS_KILL_AT",
                              "STREAMWARDEN_CHAOS_RAISE_AT"})
 """``STREAMWARDEN_*`` variables that are not settings: the config file, the checkout, test fault points."""
-SECRET_FIELDS = frozenset({"kafka_config", "spark_conf"})
+SECRET_FIELDS = frozenset({"kafka_config", "spark_conf", "storage_options"})
 """Settings whose values may hold credentials: never echoed in an error, a repr or a log line."""
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     )
     query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     shuffle_partitions: int = Field(4, gt=0)
+    storage_options: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, repr=False,
+        description="Options of the output tables' object store, passed to delta-rs (JSON in the env).")
     spark_conf: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False, description="Extra Spark conf (JSON in the env).")
     read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
@@ -169,7 +172,7 @@ class Settings(BaseSettings):
         except SchemaError as exc:
             raise ValueError(str(exc)) from exc
 
-    @field_validator("kafka_config", "spark_conf", mode="before")
+    @field_validator("kafka_config", "spark_conf", "storage_options", mode="before")
     @classmethod
     def _string_map(cls, value: Any) -> dict[str, str]:
         return parse_string_map(value)

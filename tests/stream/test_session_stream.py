@@ -33,7 +33,7 @@ from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.settings import load_settings
-from streamwarden.stream.sessions.tables import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.stream.sink.commit_protocol import load_manifests
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
 from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env

@@ -1,4 +1,4 @@
-"""``foreachBatch`` body: turns one micro-batch into one exactly-once commit per output table."""
+"""``foreachBatch`` body: turns one micro-batch into one exactly-once Delta commit per output table."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 
 from streamwarden.failures import IntegrityError
 from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
-from streamwarden.stream.sink.commit_protocol import BatchPlan, CommitProtocol
+from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink
 from streamwarden.stream.sink.ranges import OffsetRanges
 
 log = logging.getLogger("streamwarden.stream.sink")
@@ -35,15 +35,14 @@ def planned_ranges(checkpoint: Path, batch_id: int) -> OffsetRanges:
 
 @dataclass(frozen=True)
 class TableSink:
-    """One output table: which rows of the batch go there, and how its folders are partitioned."""
+    """One output table: which rows of the batch go there, and its Delta sink (which knows the partitioning)."""
 
-    protocol: CommitProtocol
+    sink: DeltaSink
     select: Callable[[DataFrame], DataFrame]
-    partition_columns: Sequence[str]
 
 
-class ParquetBatchWriter:
-    """Writes each micro-batch through the commit protocol of every table."""
+class DeltaBatchWriter:
+    """Writes each micro-batch to every table: Spark writes the files, the driver commits them."""
 
     def __init__(self, sinks: Sequence[TableSink], checkpoint: Path, compression: str) -> None:
         self.sinks = sinks
@@ -54,10 +53,10 @@ class ParquetBatchWriter:
         ranges = planned_ranges(self.checkpoint, batch_id)
         pending = []
         for sink in self.sinks:
-            plan = sink.protocol.plan(ranges, batch_id)
+            plan = sink.sink.plan(ranges, batch_id)
             if plan.fully_committed:
-                log.warning("batch %d: %s already committed for %s; skipping the write", batch_id,
-                            sink.protocol.table, plan.ranges)
+                log.warning("batch %d: %s already holds %s; skipping the write", batch_id, sink.sink.name,
+                            plan.ranges)
             else:
                 pending.append((sink, plan))
         if not pending:
@@ -79,13 +78,13 @@ class ParquetBatchWriter:
         rows = sink.select(frame)
         keep = plan.exclusion_predicate()
         if keep is not None:
-            log.warning("batch %d: skipping already committed offsets of %s: %s", batch_id, sink.protocol.table,
+            log.warning("batch %d: skipping offsets %s already holds: %s", batch_id, sink.sink.name,
                         plan.already_committed)
             rows = rows.filter(keep)
         writer = rows.write.mode("overwrite").option("compression", self.compression)
-        if sink.partition_columns:
-            writer = writer.partitionBy(*sink.partition_columns)
-        writer.parquet(str(plan.staging_dir))
-        manifest = sink.protocol.commit(plan, {"batch_id": batch_id})
-        log.info("batch %d committed to %s: %d rows in %d files", batch_id, sink.protocol.table, manifest.rows,
-                 len(manifest.files))
+        if sink.sink.partition_by:
+            writer = writer.partitionBy(*sink.sink.partition_by)
+        writer.parquet(str(plan.write_dir))
+        result = sink.sink.commit(plan)
+        log.info("batch %d committed to %s as version %d: %d rows in %d files (commit %.0f ms)", batch_id,
+                 result.table, result.version, result.rows, result.files, result.seconds * 1000)

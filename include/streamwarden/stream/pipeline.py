@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
-from streamwarden.stream.batch_writer import ParquetBatchWriter, TableSink
+from streamwarden.stream.batch_writer import DeltaBatchWriter, TableSink
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
 from streamwarden.stream.sessions.processor import (
@@ -23,21 +24,19 @@ from streamwarden.stream.sessions.processor import (
 from streamwarden.stream.sessions.tables import (
     KIND_DEAD,
     KIND_ROW,
-    QUARANTINE,
-    SESSION_ROWS,
     operator_output_schema,
     quarantine_columns,
     session_rows_columns,
 )
-from streamwarden.stream.sink.commit_protocol import CommitProtocol
+from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.source.kafka_source import SOURCE_NAME, KafkaDataSource
+from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.wire import ColumnType, TableSchema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-RECORDS_TABLE = "records"
 PARTITION_COLUMN_NAMES = {"topic": "source_topic", "date": "event_date", "hour": "event_hour"}
 """Folder partition columns; distinct from the in-file columns, so every file keeps topic/partition/offset."""
 
@@ -118,19 +117,19 @@ def _selector(kind: str, columns: Sequence[str], time_column: str) -> Callable[[
     return select
 
 
-def _sinks(settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> list[TableSink]:
-    def protocol(table: str) -> CommitProtocol:
-        made = CommitProtocol(settings.root("output"), table, settings.output_compression)
-        made.recover()
-        return made
-
+def _sinks(settings: Settings, frame: DataFrame, columns: Sequence[tuple[str, ColumnType]]) -> list[TableSink]:
+    """The output tables, each created (or checked against its pinned schema) before the first batch."""
     folders = [PARTITION_COLUMN_NAMES[c] for c in settings.output_partition_by]
+
+    def sink(table: str, select: Callable[[DataFrame], DataFrame]) -> TableSink:
+        schema = to_arrow_schema(select(frame).schema, timezone="UTC")
+        return TableSink(DeltaSink(TableLocation.of(settings, table), schema, folders), select)
+
     if settings.pipeline == "records":
-        return [TableSink(protocol(RECORDS_TABLE), lambda frame: with_partition_columns(frame, "timestamp"),
-                          folders)]
+        return [sink(RECORDS, lambda rows: with_partition_columns(rows, "timestamp"))]
     return [
-        TableSink(protocol(SESSION_ROWS), _selector(KIND_ROW, session_rows_columns(columns), "event_ts"), folders),
-        TableSink(protocol(QUARANTINE), _selector(KIND_DEAD, quarantine_columns(), "kafka_timestamp"), folders),
+        sink(SESSION_ROWS, _selector(KIND_ROW, session_rows_columns(columns), "event_ts")),
+        sink(QUARANTINE, _selector(KIND_DEAD, quarantine_columns(), "kafka_timestamp")),
     ]
 
 
@@ -139,8 +138,8 @@ def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     raw = kafka_frame(spark, settings)
     columns = handler_columns(settings) if settings.pipeline == "sessions" else []
     frame = raw if settings.pipeline == "records" else session_frame(raw, settings, columns)
-    writer = ParquetBatchWriter(_sinks(settings, columns), settings.checkpoint_location,
-                                settings.output_compression)
+    writer = DeltaBatchWriter(_sinks(settings, frame, columns), settings.checkpoint_location,
+                              settings.output_compression)
     return (
         frame.writeStream.queryName(settings.query_name)
         .foreachBatch(writer)

@@ -38,6 +38,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # Hadoop's file system ignores the process umask (its default is 022): output, checkpoint and
         # state files are the owner's only, like everything else under the home.
         "spark.hadoop.fs.permissions.umask-mode": "077",
+        # Delta tables and every Parquet reader want TIMESTAMP_MICROS (with statistics), not INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     }
     conf.update(settings.spark_conf)
     return conf

@@ -19,8 +19,6 @@ from pyspark.sql.types import (
 
 from streamwarden.wire import ColumnType
 
-SESSION_ROWS = "session_rows"
-QUARANTINE = "quarantine"
 KIND_ROW, KIND_DEAD = "row", "dead"
 
 _SPARK_TYPES: dict[ColumnType, DataType] = {

@@ -1,0 +1,202 @@
+"""Exactly-once commit of a micro-batch's Parquet files into a Delta table, keyed by Kafka offset ranges.
+
+Spark writes the files on the executors; the driver commits them to the table's Delta log. Layout::
+
+    <output_root>/<table>/_delta_log/...                                     the Delta log
+    <output_root>/<table>/batch-<key>/<partition dirs>/part-*.parquet        one folder per batch
+
+``key`` is the first 16 hex digits of sha256 over the canonical JSON of the batch's planned ranges, so a
+replayed batch writes to the folder it wrote to before. The folders are not hidden (``_``), so a full
+vacuum (table maintenance) deletes the files of batches that crashed before their commit.
+
+Protocol for one batch and one table:
+
+1. ``plan()`` reads which offsets the table holds (:mod:`streamwarden.tables.committed`) and subtracts
+   them from the planned ranges. Fully committed: the job skips the write. Otherwise the rows of already
+   committed offsets are filtered out (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest
+   with ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)``; the overwrite clears what
+   an earlier, uncommitted attempt of the same batch left there.
+2. ``commit()`` lists the written Parquet files (``_SUCCESS``, ``.crc`` and zero-row files are left out),
+   and reads each file's row count and column statistics from its footer.
+3. Re-reads the committed offsets from the newest version (another writer on the table is an
+   INTEGRITY error) and builds the transactions that extend them by the batch's ``covers``.
+4. Commits the files (``AddAction``, partition values from the folder names, statistics) and the
+   transactions in one Delta commit. Before this step the batch is invisible to every Delta reader;
+   after it, whole.
+
+A crash before step 4 leaves files no Delta reader sees, and the replayed batch writes them again. A crash
+after step 4 (but before Spark's checkpoint commit) replays a batch whose offsets the table holds: step 1
+skips it. Two tables cannot commit together: each commits its own batch, so a crash between them is
+finished on replay by the table that missed it.
+
+Test-only kill points (:func:`streamwarden.testing.faults.chaos_point`): ``before_commit`` (files written,
+not committed) and ``after_commit`` (this table committed; the next table not yet).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction, RemoveAction
+
+from streamwarden.failures import IntegrityError
+from streamwarden.stream.sink.ranges import (
+    IntervalIndex,
+    OffsetRanges,
+    batch_key,
+    canonical_ranges,
+    committed_within,
+    exclusion_predicate,
+    ranges_to_json,
+    uncommitted,
+)
+from streamwarden.tables.committed import Runs, partitions_of
+from streamwarden.tables.location import TableLocation
+from streamwarden.testing.faults import chaos_point
+
+log = logging.getLogger("streamwarden.stream.sink")
+STATS_COLUMNS = ("topic", "partition", "offset")
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+class ConcurrentWriterError(IntegrityError):
+    """Another writer committed offsets to the table while this batch was being written."""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What one table must commit of one batch."""
+
+    table: str
+    batch_id: int
+    key: str
+    ranges: OffsetRanges
+    covers: IntervalIndex  # planned minus already committed: what this batch newly commits
+    already_committed: IntervalIndex
+    write_dir: Path
+
+    @property
+    def fully_committed(self) -> bool:
+        """Every planned offset is already in the table: nothing to write."""
+        return not self.covers
+
+    def exclusion_predicate(self) -> str | None:
+        """A Spark SQL filter keeping only rows not yet committed, or None when none are."""
+        return exclusion_predicate(self.already_committed) if self.already_committed else None
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit did: the table version it made, the files and rows it added."""
+
+    table: str
+    batch_id: int
+    version: int
+    files: int
+    rows: int
+    seconds: float
+    covers: IntervalIndex = field(default_factory=dict)
+
+
+class DeltaSink:
+    """The exactly-once commit of one output table (one writer per table: the checkpoint lease)."""
+
+    def __init__(self, location: TableLocation, schema: pa.Schema, partition_by: list[str]) -> None:
+        self.location = location
+        self.schema = schema
+        self.partition_by = partition_by
+        self.table: DeltaTable = location.create(schema, partition_by)
+
+    @property
+    def name(self) -> str:
+        return self.location.name
+
+    def plan(self, ranges: OffsetRanges, batch_id: int) -> BatchPlan:
+        """Step 1: what of ``ranges`` this table still has to commit."""
+        ranges = canonical_ranges(ranges)
+        self.table.update_incremental()
+        committed = Runs.read(self.table, partitions_of(ranges)).index()
+        key = batch_key(ranges)
+        return BatchPlan(self.name, batch_id, key, ranges, uncommitted(ranges, committed),
+                         committed_within(ranges, committed), self.location.path / f"batch-{key}")
+
+    def commit(self, plan: BatchPlan) -> CommitResult:
+        """Steps 2-4: commit the files Spark wrote to ``plan.write_dir`` with the offsets they cover."""
+        started = time.monotonic()
+        written = [self._add_action(path) for path in self._written_files(plan.write_dir)]
+        actions: list[AddAction | RemoveAction] = [a for a in written if json.loads(a.stats)["numRecords"] > 0]
+        self.table.update_incremental()
+        runs = Runs.read(self.table, partitions_of(plan.ranges))
+        if uncommitted(plan.ranges, runs.index()) != plan.covers:
+            raise ConcurrentWriterError(
+                f"table {self.name}: offsets of batch {plan.batch_id} were committed by another writer while it "
+                "was written; two streams write to the same output root",
+                details={"planned": ranges_to_json(plan.ranges)})
+        transactions = runs.extend(plan.covers)
+        chaos_point("before_commit")
+        properties = CommitProperties(app_transactions=transactions, custom_metadata={
+            "streamwarden.batch_id": str(plan.batch_id), "streamwarden.batch_key": plan.key,
+            "streamwarden.ranges": json.dumps(ranges_to_json(plan.ranges), sort_keys=True)})
+        try:
+            self.table.create_write_transaction(actions, mode="append", schema=self.schema,
+                                                partition_by=self.partition_by or None,
+                                                commit_properties=properties)
+        except CommitFailedError as exc:
+            raise ConcurrentWriterError(f"table {self.name}: the commit of batch {plan.batch_id} lost to a "
+                                        f"concurrent commit of the same offsets: {exc}") from exc
+        chaos_point("after_commit")
+        self.table.update_incremental()
+        rows = sum(json.loads(a.stats)["numRecords"] for a in actions if isinstance(a, AddAction))
+        return CommitResult(self.name, plan.batch_id, self.table.version(), len(actions), rows,
+                            time.monotonic() - started, plan.covers)
+
+    def _written_files(self, write_dir: Path) -> list[Path]:
+        if not write_dir.is_dir():
+            return []
+        return sorted(p for p in write_dir.rglob("*.parquet")
+                      if not any(part.startswith(("_", ".")) for part in p.relative_to(write_dir).parts))
+
+    def _add_action(self, path: Path) -> AddAction:
+        relative = PurePosixPath(path.relative_to(self.location.path).as_posix())
+        folders = dict(part.split("=", 1) for part in relative.parts[1:-1] if "=" in part)
+        values = {name: None if folders.get(name, _HIVE_NULL) == _HIVE_NULL else unquote(folders[name])
+                  for name in self.partition_by}
+        stat = path.stat()
+        return AddAction(str(relative), stat.st_size, values, int(stat.st_mtime * 1000), True,
+                         json.dumps(file_statistics(path)))
+
+
+def file_statistics(path: Path, columns: tuple[str, ...] = STATS_COLUMNS) -> dict[str, Any]:
+    """Delta file statistics (``numRecords``, min/max, null counts) of ``columns``, from the footer only."""
+    metadata = pq.read_metadata(path)
+    stats: dict[str, Any] = {"numRecords": metadata.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    names = metadata.schema.names
+    for column in columns:
+        if column not in names or metadata.num_row_groups == 0:
+            continue
+        index = names.index(column)
+        groups = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
+        if any(g is None or not g.has_min_max for g in groups):
+            continue
+        stats["minValues"][column] = _json_value(min(g.min for g in groups))
+        stats["maxValues"][column] = _json_value(max(g.max for g in groups))
+        stats["nullCount"][column] = sum(g.null_count for g in groups)
+    return stats
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return value

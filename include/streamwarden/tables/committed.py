@@ -1,0 +1,103 @@
+"""Which Kafka offsets a Delta table holds, kept in the table's own log as app transactions.
+
+A Delta app transaction is a pair ``(app id, version)`` that the log keeps for ever: through checkpoints,
+log clean-up, compaction and vacuum. Each topic-partition's committed offsets are a few *runs*, half-open
+intervals ``[start, end)``; run ``k`` is two transactions::
+
+    streamwarden:<topic>:<partition>:<k>:start -> start
+    streamwarden:<topic>:<partition>:<k>:end   -> end
+
+A commit that continues a run raises its ``end``; one that starts elsewhere (a fresh checkpoint at
+``latest``, a restart from explicit offsets) opens run ``k + 1``. Versions only ever grow, and runs may
+overlap or touch (their union is what counts). Normally a partition has a single run.
+
+The transactions travel in the same Delta commit as the batch's files, so the files and the record of the
+offsets they hold are committed together or not at all.
+
+Example::
+
+    >>> runs = Runs({("t", 0): [(0, 100)]})
+    >>> [(t.app_id, t.version) for t in runs.extend({"t": {0: [(100, 150), (200, 210)]}})]
+    [('streamwarden:t:0:0:end', 150), ('streamwarden:t:0:1:start', 200), ('streamwarden:t:0:1:end', 210)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Protocol
+
+from deltalake import Transaction
+
+from streamwarden.stream.sink.ranges import Interval, IntervalIndex, OffsetRanges, merge_intervals
+
+PREFIX = "streamwarden"
+TopicPartition = tuple[str, int]
+
+
+class TransactionLog(Protocol):
+    """What is read from a Delta table here (``deltalake.DeltaTable`` has it)."""
+
+    def transaction_version(self, app_id: str) -> int | None: ...
+
+
+def app_id(topic: str, partition: int, run: int, bound: str) -> str:
+    """The app id of one bound (``start`` or ``end``) of one run."""
+    return f"{PREFIX}:{topic}:{partition}:{run}:{bound}"
+
+
+@dataclass
+class Runs:
+    """The committed runs of some topic-partitions, in the order their transactions were opened."""
+
+    by_partition: dict[TopicPartition, list[Interval]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, log: TransactionLog, partitions: Iterable[TopicPartition]) -> Runs:
+        """The runs of ``partitions`` as the table's log records them (none for an unknown partition)."""
+        found: dict[TopicPartition, list[Interval]] = {}
+        for topic, partition in partitions:
+            runs: list[Interval] = []
+            for run in count():
+                start = log.transaction_version(app_id(topic, partition, run, "start"))
+                end = log.transaction_version(app_id(topic, partition, run, "end"))
+                if start is None or end is None:
+                    break
+                runs.append((start, end))
+            found[(topic, partition)] = runs
+        return cls(found)
+
+    def index(self) -> IntervalIndex:
+        """The committed offsets as sorted, disjoint intervals per topic-partition."""
+        index: IntervalIndex = {}
+        for (topic, partition), runs in sorted(self.by_partition.items()):
+            merged = merge_intervals(runs)
+            if merged:
+                index.setdefault(topic, {})[partition] = merged
+        return index
+
+    def extend(self, covers: IntervalIndex | dict[str, dict[int, list[Interval]]]) -> list[Transaction]:
+        """Record ``covers`` (newly committed intervals): the transactions to commit with the batch.
+
+        Also updates these runs, as the log will read once the commit lands.
+        """
+        transactions: dict[str, int] = {}
+        for topic in sorted(covers):
+            for partition in sorted(covers[topic]):
+                runs = self.by_partition.setdefault((topic, partition), [])
+                for start, end in covers[topic][partition]:
+                    run = next((k for k, (_, last) in enumerate(runs) if last == start), None)
+                    if run is None:
+                        run = len(runs)
+                        runs.append((start, end))
+                        transactions[app_id(topic, partition, run, "start")] = start
+                    else:
+                        runs[run] = (runs[run][0], end)
+                    transactions[app_id(topic, partition, run, "end")] = end
+        return [Transaction(app, version) for app, version in transactions.items()]
+
+
+def partitions_of(ranges: OffsetRanges) -> list[TopicPartition]:
+    """The topic-partitions a batch's planned ranges touch."""
+    return [(topic, partition) for topic, parts in sorted(ranges.items()) for partition in sorted(parts)]

@@ -1,0 +1,104 @@
+"""Reading the output tables through their Delta log: a pyarrow dataset of one version, and a summary.
+
+Only files the log names at that version are read, so a reader never sees part of a batch, a file a
+compaction replaced, or the files of a batch that crashed before its commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
+from deltalake import DeltaTable
+from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
+
+from streamwarden.settings import Settings
+from streamwarden.stream.sink.ranges import IntervalIndex
+from streamwarden.tables.committed import Runs
+from streamwarden.tables.location import TABLES, TableLocation
+
+OFFSET_COLUMNS = ("topic", "partition", "offset")
+
+
+def read(settings: Settings, name: str, version: int | None = None) -> ds.Dataset:
+    """Table ``name`` at ``version`` (the newest when None) as a pyarrow dataset."""
+    location = TableLocation.of(settings, name)
+    return dataset(location.open(version), location)
+
+
+def dataset(table: DeltaTable, location: TableLocation) -> ds.Dataset:
+    """The files of ``table``'s version as a pyarrow dataset, with the partition columns.
+
+    On a local filesystem the files are read through pyarrow's own filesystem (rooted at the table);
+    delta-rs's filesystem object can abort the interpreter at exit.
+    """
+    if location.storage_options:
+        return table.to_pyarrow_dataset()
+    return table.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(str(location.path), fs.LocalFileSystem()))
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """What one table holds of one topic-partition."""
+
+    topic: str
+    partition: int
+    rows: int
+    committed: list[tuple[int, int]]  # the offset intervals the log records as committed
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """One table at its newest version, for ``streamwarden tables`` and the validation DAG."""
+
+    name: str
+    path: str
+    exists: bool
+    version: int | None = None
+    rows: int = 0
+    files: int = 0
+    bytes: int = 0
+    last_commit_at: str | None = None
+    last_operation: str | None = None
+    partitions: tuple[PartitionOffsets, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(settings: Settings, name: str) -> TableSummary:
+    """Version, rows, files, last commit and committed offsets per topic-partition of table ``name``."""
+    location = TableLocation.of(settings, name)
+    location.refuse_legacy_layout()
+    table = location.open_or_none()
+    if table is None:
+        return TableSummary(name, location.uri, exists=False)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    offsets = dataset(table, location).to_table(columns=["topic", "partition"])
+    counts = offsets.group_by(["topic", "partition"]).aggregate([("topic", "count")]) if offsets.num_rows else None
+    rows = {(t, p): n for t, p, n in zip(*(counts.column(c).to_pylist() for c in ("topic", "partition", "topic_count")),
+                                          strict=True)} if counts is not None else {}
+    runs = Runs.read(table, sorted(rows)).index()
+    (last,) = table.history(limit=1)
+    return TableSummary(
+        name, location.uri, exists=True, version=table.version(), rows=sum(rows.values()),
+        files=actions.num_rows, bytes=int(pc.sum(actions.column("size_bytes")).as_py() or 0),
+        last_commit_at=datetime.fromtimestamp(last["timestamp"] / 1000, UTC).isoformat(),
+        last_operation=str(last.get("operation")),
+        partitions=tuple(PartitionOffsets(t, p, n, runs.get(t, {}).get(p, [])) for (t, p), n in sorted(rows.items())),
+    )
+
+
+def summarize_all(settings: Settings) -> list[TableSummary]:
+    """Every table of the configured pipeline."""
+    names = TABLES[2:] if settings.pipeline == "records" else TABLES[:2]
+    return [summarize(settings, name) for name in names]
+
+
+def committed_index(table: DeltaTable, partitions: list[tuple[str, int]]) -> IntervalIndex:
+    """The committed offsets of ``partitions`` as the table's log records them."""
+    return Runs.read(table, partitions).index()
