@@ -1,7 +1,7 @@
 """
 ### Stream supervisor: the warden of the Streamwarden stream
 
-Keeps the stream (Kafka -> Spark Structured Streaming -> Parquet) alive, never runs two, and calls a
+Keeps the stream (Kafka -> Spark Structured Streaming -> Delta Lake) alive, never runs two, and calls a
 person, with the reason and the next step, for what a restart cannot fix. Every two minutes:
 
 1. **check_health** (sensor, reschedule mode) judges the stream and pushes the verdict (JSON) to XCom;

@@ -1,8 +1,9 @@
 """The capability folders' import boundaries, checked on the source and on a real interpreter.
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
-- ``warden/``, ``local/``, ``runfiles/``, ``kafka/`` and the shared top-level modules import no pyspark: the
-  Airflow workers and ``streamwarden up`` need no Spark to judge, stop or start the stream;
+- ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/`` and the shared top-level modules import no
+  pyspark: the Airflow workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, or
+  to read and maintain the tables;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
 - the Airflow plugins and DAG files import no pyspark.
 
@@ -39,8 +40,8 @@ class Rule:
 
 RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
-    Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka"),
-         ("pyspark",), "the warden side runs without Spark", modules=SHARED),
+    Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka",
+          "streamwarden.tables"), ("pyspark",), "the warden side runs without Spark", modules=SHARED),
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),
          "the Spark job does not depend on its supervisor"),
     Rule(("streamwarden_airflow", "dags"), ("pyspark",), "Airflow workers run without Spark"),
@@ -160,7 +161,7 @@ def test_a_forbidden_import_is_caught_even_through_another_module(tmp_path: Path
 def test_the_warden_side_imports_no_spark_or_airflow_in_a_real_interpreter() -> None:
     modules = [name for name in module_files(project_roots())
                if name.startswith(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles",
-                                   "streamwarden.kafka")) or name in SHARED]
+                                   "streamwarden.kafka", "streamwarden.tables")) or name in SHARED]
     script = ("import importlib, json, sys\n"
               f"for name in {modules!r}: importlib.import_module(name)\n"
               "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'airflow'})))\n")

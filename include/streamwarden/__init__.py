@@ -1,4 +1,4 @@
-"""Streamwarden: Kafka -> Spark Structured Streaming -> exactly-once Parquet, kept alive by Airflow.
+"""Streamwarden: Kafka -> Spark Structured Streaming -> exactly-once Delta Lake tables, kept alive by Airflow.
 
 The core library. It never imports Airflow: DAGs, operators and Spark jobs only wire what lives here.
 """

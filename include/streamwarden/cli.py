@@ -62,6 +62,17 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _tables(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.tables.reading import summarize, summarize_all
+
+    summaries = [summarize(settings, args.table)] if args.table else summarize_all(settings)
+    if args.json:
+        print(json.dumps([s.to_json() for s in summaries], indent=2, sort_keys=True))
+    else:
+        print("\n\n".join(s.text() for s in summaries))
+    return 0
+
+
 def _up(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.local.up import run_platform
 
@@ -90,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="streamwarden",
-        description="Kafka -> Spark Structured Streaming -> exactly-once Parquet, kept alive by Airflow. "
+        description="Kafka -> Spark Structured Streaming -> exactly-once Delta Lake tables, kept alive by Airflow. "
         "Settings come from STREAMWARDEN_* environment variables (and STREAMWARDEN_CONFIG_FILE).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="wait up to SECONDS for the stream to exit (default: do not wait)")
     stop.set_defaults(func=_stop)
     sub.add_parser("status", help="print the stream's health as JSON").set_defaults(func=_status)
+    tables = sub.add_parser("tables", help="the output tables: version, rows, files, last commit, offsets held")
+    tables.add_argument("table", nargs="?", help="one table (default: every table of the pipeline)")
+    tables.add_argument("--json", action="store_true", help="print JSON instead of text")
+    tables.set_defaults(func=_tables)
     up = sub.add_parser("up", help="run the whole local platform (broker, producer, Airflow, stream)")
     platform_up.add_arguments(up)
     up.set_defaults(func=_up)

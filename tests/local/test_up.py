@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from deltalake import DeltaTable
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING
 from streamwarden.processes import group_members
@@ -77,7 +78,7 @@ def test_up_runs_the_platform_and_stops_cleanly(tmp_path: Path) -> None:
         up = subprocess.Popen([sys.executable, "-m", "streamwarden", "up", "--headless", "--producer-rate", "1000"],
                               cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     seen: Seen = {}
-    parquet: Path | None = None
+    parquet: str | None = None
     try:
         up_process = psutil.Process(up.pid)
         while parquet is None:
@@ -87,8 +88,8 @@ def test_up_runs_the_platform_and_stops_cleanly(tmp_path: Path) -> None:
             holder = read_holder(settings.lease_path)
             if holder is not None and is_held(settings.lease_path):
                 _remember(seen, group_members(holder.pgid))
-            parquet = next((p for p in (settings.root("output") / "session_rows").rglob("*.parquet")
-                            if "_staging" not in p.parts), None)
+            table = settings.root("output") / "session_rows"
+            parquet = next(iter(DeltaTable(str(table)).file_uris()), None) if (table / "_delta_log").is_dir() else None
             time.sleep(2)
         first_parquet_s = time.monotonic() - started
         _remember(seen, up_process.children(recursive=True))

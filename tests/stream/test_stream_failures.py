@@ -39,14 +39,15 @@ def test_unreachable_broker_is_environment(tmp_path: Path) -> None:
     assert "cannot list topics" in str(failure["message"])
 
 
-def test_corrupt_manifest_is_integrity(broker: LocalBroker, tmp_path: Path) -> None:
+def test_output_in_the_manifest_layout_of_an_earlier_release_is_config(broker: LocalBroker, tmp_path: Path) -> None:
     env = stream_env(tmp_path, broker.bootstrap_servers, "nothing-.*")
     job = StreamProcess(env, tmp_path / "log")
     manifests = job.settings.root("output") / "records" / "_manifests"
     manifests.mkdir(parents=True)
-    (manifests / "0000000000-0123456789abcdef.json").write_text("{not json")
-    failure = run_to_failure(job, FailureClass.INTEGRITY)
-    assert "0000000000-0123456789abcdef.json" in str(failure["message"])
+    (manifests / "0000000000-0123456789abcdef.json").write_text("{}")
+    failure = run_to_failure(job, FailureClass.CONFIG)
+    assert "_manifests/ from a release before Delta Lake tables" in str(failure["message"])
+    assert "STREAMWARDEN_OUTPUT_ROOT" in str(failure["message"])
 
 
 def test_recreated_topic_is_data_loss_naming_where(
@@ -76,6 +77,6 @@ def test_failures_raised_inside_a_batch_are_classified(
     (topic,) = topic_factory(1, partitions=1)
     produce_raw(broker.bootstrap_servers, [topic], 10)
     env = stream_env(tmp_path, broker.bootstrap_servers, topic,
-                     **{"chaos_raise_at": f"before_intent:{failure_class.value}"})
+                     **{"chaos_raise_at": f"before_commit:{failure_class.value}"})
     failure = run_to_failure(StreamProcess(env, tmp_path / "log"), failure_class)
     assert "injected" in str(failure["message"])

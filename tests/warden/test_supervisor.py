@@ -188,7 +188,7 @@ def test_an_integrity_failure_is_not_restarted_but_alerted(
     monkeypatch.setenv("STREAMWARDEN_WARDEN_WEBHOOK_URL", f"http://127.0.0.1:{receiver.server_port}/alerts")
     settings = load_settings()
     produce_raw(broker.bootstrap_servers, topics, 2_000)
-    job = StreamProcess(env, tmp_path / "stream.log").start(STREAMWARDEN_CHAOS_RAISE_AT="before_intent:INTEGRITY")
+    job = StreamProcess(env, tmp_path / "stream.log").start(STREAMWARDEN_CHAOS_RAISE_AT="before_commit:INTEGRITY")
     assert job.wait_exit(240) == EXIT_CODES[FailureClass.INTEGRITY], job.log_tail()
 
     states = _supervise()

@@ -36,6 +36,7 @@ from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
 from streamwarden.processes import group_members
 from streamwarden.settings import Settings
+from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.warden.launcher import REPO_ENV, log_tail, repo_root, stream_env, venv_bin
 from streamwarden.warden.status import read_status
 from streamwarden.warden.stop import LIFECYCLE_POOL, StopFailedError, stop_stream
@@ -229,7 +230,7 @@ class LocalPlatform:
         print("\n".join([
             "",
             f"  Airflow UI     {base_url}  (user {username!r}, password {password!r})",
-            f"  Parquet output {self.settings.root('output')}",
+            f"  Delta tables   {self.settings.root('output')}  (list them: streamwarden tables)",
             f"  Logs           {self.logs}",
             "  Stop           Ctrl-C (drains the stream, then stops everything)",
             "",
@@ -260,9 +261,9 @@ class LocalPlatform:
                     self._say(f"stream stopped (last failure: {failure.get('failure_class', 'none')}); "
                               f"the supervisor DAG restarts it")
                 running_pid = status.pid
-            if not first_output and _first_parquet(self.settings.root("output")) is not None:
+            if not first_output and _first_commit(self.settings):
                 first_output = True
-                self._say(f"first Parquet file under {self.settings.root('output')}")
+                self._say(f"first batch committed to the Delta tables under {self.settings.root('output')}")
             if not self.options.headless and time.monotonic() - last_line >= 60:
                 last_line = time.monotonic()
                 self._say(f"stream {'running' if status.running else 'not running'}, last batch "
@@ -413,8 +414,11 @@ def _become_child_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _first_parquet(root: Path) -> Path | None:
-    return next(root.rglob("*.parquet"), None) if root.is_dir() else None
+def _first_commit(settings: Settings) -> bool:
+    """The stream has committed a batch with rows to ``session_rows`` (or ``records``)."""
+    location = TableLocation.of(settings, RECORDS if settings.pipeline == "records" else SESSION_ROWS)
+    table = location.open_or_none()
+    return table is not None and bool(table.file_uris())
 
 
 def _has_display() -> bool:

@@ -1,4 +1,4 @@
-"""Builds the streaming query: Kafka source -> (sessions | raw records) -> exactly-once Parquet tables."""
+"""Builds the streaming query: Kafka source -> (sessions | raw records) -> exactly-once Delta Lake tables."""
 
 from __future__ import annotations
 

@@ -69,6 +69,20 @@ class TableSummary:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def text(self) -> str:
+        """A few lines for a person: the table, then one line per topic-partition."""
+        if not self.exists:
+            return f"{self.name}: no Delta table yet at {self.path} (the stream creates it at start)"
+        lines = [f"{self.name}: version {self.version}, {self.rows:,} rows in {self.files:,} files "
+                 f"({self.bytes / 2**20:,.1f} MiB), last commit {self.last_commit_at} ({self.last_operation})",
+                 f"  {self.path}"]
+        if self.partitions:
+            width = max(len(p.topic) for p in self.partitions)
+            lines.append(f"  {'topic':<{width}}  partition  {'rows':>12}  committed offsets")
+            lines.extend(f"  {p.topic:<{width}}  {p.partition:>9}  {p.rows:>12,}  "
+                         + ", ".join(f"[{s}, {e})" for s, e in p.committed) for p in self.partitions)
+        return "\n".join(lines)
+
 
 def summarize(settings: Settings, name: str) -> TableSummary:
     """Version, rows, files, last commit and committed offsets per topic-partition of table ``name``."""
