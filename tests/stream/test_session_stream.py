@@ -35,6 +35,7 @@ from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.settings import load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.testing.faults import CHAOS_ENV
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
 from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env
 
@@ -112,6 +113,10 @@ def test_million_messages_rebuild_every_table_cell_for_cell(
     expected_offsets = all_offsets(broker.bootstrap_servers, big_workload["topics"])
     ends = log_ends(expected_offsets)
 
+    if not spill:  # kill -9 between the two tables' commits (session_rows done, quarantine not), then before one
+        for point in ("after_commit", "before_commit"):
+            job.start(**{CHAOS_ENV: point})
+            assert job.wait_exit(600) == -9, f"{point}: expected a SIGKILL death\n{job.log_tail()}"
     job.start()
     if not spill:  # kill -9 mid-run: state must come back from the checkpoint with no false gap
         job.wait_until(lambda: len(commit_batches(checkpoint)) >= 1, 600, "a first committed batch")
