@@ -2,23 +2,34 @@
 
 A Delta app transaction is a pair ``(app id, version)`` that the log keeps for ever: through checkpoints,
 log clean-up, compaction and vacuum. Each topic-partition's committed offsets are a few *runs*, half-open
-intervals ``[start, end)``; run ``k`` is two transactions::
+intervals ``[start, end)``; run ``k`` is two transactions, and a counter of the commits that recorded
+offsets of the partition is a third::
 
     streamwarden:<topic>:<partition>:<k>:start -> start
     streamwarden:<topic>:<partition>:<k>:end   -> end
+    streamwarden:<topic>:<partition>:commits   -> how many commits recorded offsets of the partition
 
 A commit that continues a run raises its ``end``; one that starts elsewhere (a fresh checkpoint at
 ``latest``, a restart from explicit offsets) opens run ``k + 1``. Versions only ever grow, and runs may
 overlap or touch (their union is what counts). Normally a partition has a single run.
+
+Every commit raises the counter of each topic-partition it records offsets of. delta-rs fails a commit
+(``CommitFailedError``) when a transaction with one of its app ids landed after the snapshot it was built
+on, but only then: two writers that record offsets of the same partition in different runs (one extends
+run 0, the other opens run 1) would otherwise both commit. The shared counter makes the second one fail.
 
 The transactions travel in the same Delta commit as the batch's files, so the files and the record of the
 offsets they hold are committed together or not at all.
 
 Example::
 
-    >>> runs = Runs({("t", 0): [(0, 100)]})
-    >>> [(t.app_id, t.version) for t in runs.extend({"t": {0: [(100, 150), (200, 210)]}})]
-    [('streamwarden:t:0:0:end', 150), ('streamwarden:t:0:1:start', 200), ('streamwarden:t:0:1:end', 210)]
+    >>> runs = Runs({("t", 0): [(0, 100)]}, {("t", 0): 1})
+    >>> for transaction in runs.extend({"t": {0: [(100, 150), (200, 210)]}}):
+    ...     print(transaction.app_id, transaction.version)
+    streamwarden:t:0:0:end 150
+    streamwarden:t:0:1:start 200
+    streamwarden:t:0:1:end 210
+    streamwarden:t:0:commits 2
 """
 
 from __future__ import annotations
@@ -47,16 +58,24 @@ def app_id(topic: str, partition: int, run: int, bound: str) -> str:
     return f"{PREFIX}:{topic}:{partition}:{run}:{bound}"
 
 
+def commits_id(topic: str, partition: int) -> str:
+    """The app id of the counter of commits that recorded offsets of one topic-partition."""
+    return f"{PREFIX}:{topic}:{partition}:commits"
+
+
 @dataclass
 class Runs:
-    """The committed runs of some topic-partitions, in the order their transactions were opened."""
+    """The committed runs of some topic-partitions, in the order their transactions were opened, and how many
+    commits recorded offsets of each."""
 
     by_partition: dict[TopicPartition, list[Interval]] = field(default_factory=dict)
+    commits: dict[TopicPartition, int] = field(default_factory=dict)
 
     @classmethod
     def read(cls, log: TransactionLog, partitions: Iterable[TopicPartition]) -> Runs:
         """The runs of ``partitions`` as the table's log records them (none for an unknown partition)."""
         found: dict[TopicPartition, list[Interval]] = {}
+        commits: dict[TopicPartition, int] = {}
         for topic, partition in partitions:
             runs: list[Interval] = []
             for run in count():
@@ -66,7 +85,8 @@ class Runs:
                     break
                 runs.append((start, end))
             found[(topic, partition)] = runs
-        return cls(found)
+            commits[(topic, partition)] = log.transaction_version(commits_id(topic, partition)) or 0
+        return cls(found, commits)
 
     def index(self) -> IntervalIndex:
         """The committed offsets as sorted, disjoint intervals per topic-partition."""
@@ -80,7 +100,7 @@ class Runs:
     def extend(self, covers: IntervalIndex | dict[str, dict[int, list[Interval]]]) -> list[Transaction]:
         """Record ``covers`` (newly committed intervals): the transactions to commit with the batch.
 
-        Also updates these runs, as the log will read once the commit lands.
+        Also updates these runs and counters, as the log will read once the commit lands.
         """
         transactions: dict[str, int] = {}
         for topic in sorted(covers):
@@ -95,6 +115,9 @@ class Runs:
                     else:
                         runs[run] = (runs[run][0], end)
                     transactions[app_id(topic, partition, run, "end")] = end
+                if covers[topic][partition]:
+                    counted = self.commits[(topic, partition)] = self.commits.get((topic, partition), 0) + 1
+                    transactions[commits_id(topic, partition)] = counted
         return [Transaction(app, version) for app, version in transactions.items()]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
@@ -96,7 +95,3 @@ class TableLocation:
 def _describe(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name} {f.type}" for f in schema)
 
-
-def storage_kwargs(location: TableLocation) -> dict[str, Any]:
-    """``storage_options=...`` for delta-rs calls, empty for the local filesystem."""
-    return {"storage_options": location.storage_options} if location.storage_options else {}

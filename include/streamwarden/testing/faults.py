@@ -5,8 +5,8 @@
 * ``STREAMWARDEN_CHAOS_RAISE_AT=<point>:<CLASS>``: raises a classified error there (``BUG`` raises a
   plain ``RuntimeError``), to exercise the classified exit of the job.
 
-Points of the commit protocol: ``before_intent``, ``after_intent``, ``mid_move``, ``after_move``,
-``after_manifest``. Unset (the normal case) a point costs two environment lookups. Never set outside tests.
+Points of the Delta commit (:mod:`streamwarden.stream.sink.delta_sink`): ``before_commit`` (files
+written, not committed) and ``after_commit`` (one table committed, the next not yet). Unset (the normal case) a point costs two environment lookups. Never set outside tests.
 """
 
 from __future__ import annotations

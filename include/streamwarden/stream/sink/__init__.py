@@ -1,32 +1,7 @@
-"""Exactly-once Parquet sink: offset-range arithmetic and the staged commit protocol."""
+"""Exactly-once Delta Lake sink: offset-range arithmetic and the commit of a micro-batch's files.
 
-from streamwarden.stream.sink.commit_protocol import (
-    BatchPlan,
-    CommitProtocol,
-    CommitProtocolError,
-    CommittedFile,
-    CommittedFileMissingError,
-    Manifest,
-    ManifestCorruptError,
-    OverlappingCommitError,
-    RecoveryReport,
-    StagingMismatchError,
-    load_manifests,
-)
-from streamwarden.stream.sink.ranges import IntervalIndex, OffsetRanges
-
-__all__ = [
-    "BatchPlan",
-    "CommitProtocol",
-    "CommitProtocolError",
-    "CommittedFile",
-    "CommittedFileMissingError",
-    "IntervalIndex",
-    "Manifest",
-    "ManifestCorruptError",
-    "OffsetRanges",
-    "OverlappingCommitError",
-    "RecoveryReport",
-    "StagingMismatchError",
-    "load_manifests",
-]
+* :mod:`~streamwarden.stream.sink.ranges` -- pure interval arithmetic on Kafka offset ranges;
+* :mod:`~streamwarden.stream.sink.delta_sink` -- ``DeltaSink``: plans a batch against the offsets a Delta
+  table holds, then commits the Parquet files Spark wrote together with those offsets (as app
+  transactions, :mod:`streamwarden.tables.committed`) in one Delta commit.
+"""

@@ -16,13 +16,18 @@ Protocol for one batch and one table:
    committed offsets are filtered out (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest
    with ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)``; the overwrite clears what
    an earlier, uncommitted attempt of the same batch left there.
-2. ``commit()`` lists the written Parquet files (``_SUCCESS``, ``.crc`` and zero-row files are left out),
-   and reads each file's row count and column statistics from its footer.
-3. Re-reads the committed offsets from the newest version (another writer on the table is an
-   INTEGRITY error) and builds the transactions that extend them by the batch's ``covers``.
-4. Commits the files (``AddAction``, partition values from the folder names, statistics) and the
-   transactions in one Delta commit. Before this step the batch is invisible to every Delta reader;
-   after it, whole.
+2. ``commit()`` lists the written Parquet files (``_SUCCESS``, ``.crc``, files under ``_``/``.`` folders
+   and zero-row files are left out), takes the partition values from the folder names (which must be the
+   table's partition columns, in order) and reads each file's row count and column statistics from its
+   footer.
+3. Re-reads the committed offsets from the newest version (offsets of the batch committed by another
+   writer since step 1 are an INTEGRITY error, :class:`ConcurrentWriterError`) and builds the transactions
+   that extend them by the batch's ``covers`` and count the commit on each topic-partition it covers
+   (:mod:`streamwarden.tables.committed`).
+4. Commits the files (``AddAction``) and the transactions in one Delta commit, built on the snapshot
+   step 3 read. A commit of another writer on one of the batch's topic-partitions since that snapshot
+   makes delta-rs fail this one (the same app id): :class:`ConcurrentWriterError` too. Before this step
+   the batch is invisible to every Delta reader; after it, whole.
 
 A crash before step 4 leaves files no Delta reader sees, and the replayed batch writes them again. A crash
 after step 4 (but before Spark's checkpoint commit) replays a batch whose offsets the table holds: step 1
@@ -133,9 +138,12 @@ class DeltaSink:
 
     def commit(self, plan: BatchPlan) -> CommitResult:
         """Steps 2-4: commit the files Spark wrote to ``plan.write_dir`` with the offsets they cover."""
+        if plan.fully_committed:
+            # write_dir may hold the files of the commit that covered these offsets: never add them twice
+            raise ValueError(f"table {self.name}: batch {plan.batch_id} is fully committed already; skip its write")
         started = time.monotonic()
         written = [self._add_action(path) for path in self._written_files(plan.write_dir)]
-        actions: list[AddAction | RemoveAction] = [a for a in written if json.loads(a.stats)["numRecords"] > 0]
+        actions: list[AddAction | RemoveAction] = [action for action in written if action is not None]
         self.table.update_incremental()
         runs = Runs.read(self.table, partitions_of(plan.ranges))
         if uncommitted(plan.ranges, runs.index()) != plan.covers:
@@ -153,8 +161,10 @@ class DeltaSink:
                                                 partition_by=self.partition_by or None,
                                                 commit_properties=properties)
         except CommitFailedError as exc:
-            raise ConcurrentWriterError(f"table {self.name}: the commit of batch {plan.batch_id} lost to a "
-                                        f"concurrent commit of the same offsets: {exc}") from exc
+            raise ConcurrentWriterError(
+                f"table {self.name}: the commit of batch {plan.batch_id} lost to another writer's commit on the "
+                f"same topic-partitions; two streams write to the same output root: {exc}",
+                details={"planned": ranges_to_json(plan.ranges)}) from exc
         chaos_point("after_commit")
         self.table.update_incremental()
         rows = sum(json.loads(a.stats)["numRecords"] for a in actions if isinstance(a, AddAction))
@@ -167,25 +177,35 @@ class DeltaSink:
         return sorted(p for p in write_dir.rglob("*.parquet")
                       if not any(part.startswith(("_", ".")) for part in p.relative_to(write_dir).parts))
 
-    def _add_action(self, path: Path) -> AddAction:
+    def _add_action(self, path: Path) -> AddAction | None:
+        """The action adding ``path`` to the table, or None for a file without rows."""
+        statistics = file_statistics(path)
+        if statistics["numRecords"] == 0:  # e.g. the one file Spark writes for an empty unpartitioned write
+            return None
         relative = PurePosixPath(path.relative_to(self.location.path).as_posix())
-        folders = dict(part.split("=", 1) for part in relative.parts[1:-1] if "=" in part)
-        values = {name: None if folders.get(name, _HIVE_NULL) == _HIVE_NULL else unquote(folders[name])
-                  for name in self.partition_by}
+        folders = [part.partition("=") for part in relative.parts[1:-1]]
+        if [name for name, _, _ in folders] != self.partition_by or not all(equals for _, equals, _ in folders):
+            # delta-rs takes any partition values; a missing one would silently read back as null
+            raise IntegrityError(f"table {self.name}: {relative} is not in folders of the partition columns "
+                                 f"{self.partition_by} (name=value, in that order)", details={"file": str(path)})
+        values = {name: None if value == _HIVE_NULL else unquote(value) for name, _, value in folders}
         stat = path.stat()
         return AddAction(str(relative), stat.st_size, values, int(stat.st_mtime * 1000), True,
-                         json.dumps(file_statistics(path)))
+                         json.dumps(statistics))
 
 
 def file_statistics(path: Path, columns: tuple[str, ...] = STATS_COLUMNS) -> dict[str, Any]:
     """Delta file statistics (``numRecords``, min/max, null counts) of ``columns``, from the footer only."""
     metadata = pq.read_metadata(path)
     stats: dict[str, Any] = {"numRecords": metadata.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
-    names = metadata.schema.names
+    if metadata.num_row_groups == 0:
+        return stats
+    first = metadata.row_group(0)
+    leaves = {first.column(i).path_in_schema: i for i in range(first.num_columns)}  # nested leaves are a.b
     for column in columns:
-        if column not in names or metadata.num_row_groups == 0:
+        if column not in leaves:
             continue
-        index = names.index(column)
+        index = leaves[column]
         groups = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
         if any(g is None or not g.has_min_max for g in groups):
             continue

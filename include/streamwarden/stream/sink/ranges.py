@@ -4,7 +4,7 @@ Every interval is half-open, ``(start, end)`` meaning offsets ``start <= o < end
 
 * :data:`OffsetRanges` -- one planned range per topic-partition, as a micro-batch plans it;
 * :data:`IntervalIndex` -- several sorted, disjoint, non-adjacent intervals per topic-partition, as the
-  committed manifests cover them.
+  table's committed runs cover them.
 
 Nothing here touches the filesystem; all functions return new objects and never mutate their input.
 """
@@ -128,36 +128,6 @@ def _per_partition(
     return result
 
 
-def overlap(left: IntervalIndex, right: IntervalIndex) -> IntervalIndex:
-    """Offsets covered by both indexes, per topic-partition (empty when they are disjoint)."""
-    result: IntervalIndex = {}
-    for topic, parts in sorted(left.items()):
-        for partition, intervals in sorted(parts.items()):
-            covered = right.get(topic, {}).get(partition, [])
-            pieces = merge_intervals(p for i in intervals for p in intersect_interval(i, covered))
-            if pieces:
-                result.setdefault(topic, {})[partition] = pieces
-    return result
-
-
-def union(left: IntervalIndex, right: IntervalIndex) -> IntervalIndex:
-    """Offsets covered by either index, merged per topic-partition."""
-    result: IntervalIndex = {}
-    for topic in sorted(left.keys() | right.keys()):
-        partitions = left.get(topic, {}).keys() | right.get(topic, {}).keys()
-        for partition in sorted(partitions):
-            both = [*left.get(topic, {}).get(partition, []), *right.get(topic, {}).get(partition, [])]
-            merged = merge_intervals(both)
-            if merged:
-                result.setdefault(topic, {})[partition] = merged
-    return result
-
-
-def index_from_ranges(ranges: OffsetRanges) -> IntervalIndex:
-    """An index covering exactly ``ranges``."""
-    return {t: {p: [i] for p, i in parts.items()} for t, parts in ranges.items() if parts}
-
-
 def flatten(index: IntervalIndex) -> list[TopicPartitionInterval]:
     """The index as a sorted flat list of ``(topic, partition, start, end)``."""
     return [
@@ -168,32 +138,7 @@ def flatten(index: IntervalIndex) -> list[TopicPartitionInterval]:
     ]
 
 
-def index_size(index: IntervalIndex) -> int:
-    """How many offsets the index covers."""
-    return sum(i.end - i.start for i in flatten(index))
 
-
-def index_to_json(index: IntervalIndex) -> dict[str, dict[str, list[list[int]]]]:
-    """``{topic: {"partition": [[start, end], ...]}}``."""
-    return {
-        t: {str(p): [[s, e] for s, e in iv] for p, iv in sorted(parts.items())}
-        for t, parts in sorted(index.items())
-    }
-
-
-def index_from_json(document: Mapping[str, Mapping[str, Sequence[Sequence[int]]]]) -> IntervalIndex:
-    """Inverse of :func:`index_to_json`; raises ``ValueError`` unless intervals are valid and disjoint."""
-    result: IntervalIndex = {}
-    for topic, parts in document.items():
-        for raw_partition, raw_intervals in parts.items():
-            intervals = [(int(i[0]), int(i[1])) for i in raw_intervals if len(i) == 2]
-            if len(intervals) != len(raw_intervals) or any(not 0 <= s < e for s, e in intervals):
-                raise ValueError(f"{topic}/{raw_partition}: invalid intervals {raw_intervals!r}")
-            if merge_intervals(intervals) != sorted(intervals):
-                raise ValueError(f"{topic}/{raw_partition}: intervals overlap or touch {raw_intervals!r}")
-            if intervals:
-                result.setdefault(topic, {})[int(raw_partition)] = sorted(intervals)
-    return result
 
 
 def exclusion_predicate(index: IntervalIndex) -> str | None:

@@ -1,0 +1,101 @@
+"""Where an output table lives, how it is created and opened, and the checks that it is ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pytest
+from deltalake import CommitProperties, DeltaTable, Transaction
+
+from streamwarden.failures import ConfigError, FailureClass
+from streamwarden.settings import load_settings
+from streamwarden.tables.location import (
+    LEGACY_MANIFESTS,
+    QUARANTINE,
+    RECORDS,
+    SESSION_ROWS,
+    TABLES,
+    TableLocation,
+)
+
+SCHEMA = pa.schema([pa.field("topic", pa.string(), nullable=False), ("partition", pa.int32()),
+                    ("offset", pa.int64()), ("value", pa.binary()), ("ts", pa.timestamp("us", tz="UTC")),
+                    ("ok", pa.bool_()), ("score", pa.float64()), ("source_topic", pa.string()),
+                    ("event_date", pa.string())])
+PARTITION_BY = ["source_topic", "event_date"]
+
+
+def location(tmp_path: Path, name: str = SESSION_ROWS) -> TableLocation:
+    return TableLocation(name, tmp_path / name, {})
+
+
+def test_of_names_a_table_under_the_output_root(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "home", output_root=tmp_path / "out")
+    assert TABLES == (SESSION_ROWS, QUARANTINE, RECORDS)
+    for name in TABLES:
+        table = TableLocation.of(settings, name)
+        assert (table.name, table.path, table.storage_options) == (name, tmp_path / "out" / name, {})
+        assert table.uri == str(tmp_path / "out" / name)
+    with pytest.raises(ConfigError, match="unknown table 'sessions'") as caught:
+        TableLocation.of(settings, "sessions")
+    assert caught.value.failure_class is FailureClass.CONFIG
+
+
+def test_create_makes_version_zero_and_reopening_checks_schema_and_partitions(tmp_path: Path) -> None:
+    table = location(tmp_path)
+    assert not table.exists() and table.open_or_none() is None
+    created = table.create(SCHEMA, PARTITION_BY)
+    assert table.exists() and created.version() == 0
+    assert pa.schema(created.schema().to_arrow()).equals(SCHEMA)  # the Delta round trip keeps every type
+    assert list(created.metadata().partition_columns) == PARTITION_BY
+    assert created.metadata().configuration["delta.checkpointInterval"] == "100"
+    assert table.create(SCHEMA, PARTITION_BY).version() == 0  # same settings: the table is continued
+
+    for schema, partition_by in [
+        (SCHEMA.remove(SCHEMA.get_field_index("score")), PARTITION_BY),
+        (SCHEMA.set(2, pa.field("offset", pa.int32())), PARTITION_BY),
+        (SCHEMA.set(0, pa.field("topic", pa.string())), PARTITION_BY),  # nullable now
+        (SCHEMA, ["source_topic"]),
+        (SCHEMA, ["event_date", "source_topic"]),
+        (SCHEMA, []),
+    ]:
+        with pytest.raises(ConfigError, match="was created with partitions") as caught:
+            table.create(schema, partition_by)
+        assert caught.value.details == {"table": SESSION_ROWS}
+    assert DeltaTable(table.uri).version() == 0
+
+
+def test_unpartitioned_table(tmp_path: Path) -> None:
+    table = location(tmp_path, RECORDS)
+    assert list(table.create(SCHEMA, []).metadata().partition_columns) == []
+    assert table.create(SCHEMA, []).version() == 0
+    with pytest.raises(ConfigError, match="partitions"):
+        table.create(SCHEMA, PARTITION_BY)
+
+
+def test_open_a_version_or_the_newest(tmp_path: Path) -> None:
+    table = location(tmp_path)
+    with pytest.raises(ConfigError, match="no Delta table 'session_rows'"):
+        table.open()
+    created = table.create(SCHEMA, PARTITION_BY)
+    created.create_write_transaction([], mode="append", schema=SCHEMA, commit_properties=CommitProperties(
+        app_transactions=[Transaction("streamwarden:t:0:commits", 1)]))
+    assert table.open().version() == 1 and table.open(0).version() == 0
+    assert table.open().transaction_version("streamwarden:t:0:commits") == 1
+    assert table.open(0).transaction_version("streamwarden:t:0:commits") is None
+    newest = table.open_or_none()
+    assert newest is not None and newest.version() == 1
+
+
+def test_manifest_layout_of_an_earlier_release_is_refused(tmp_path: Path) -> None:
+    table = location(tmp_path)
+    (table.path / LEGACY_MANIFESTS).mkdir(parents=True)
+    (table.path / "part-00000-0123456789abcdef-00000.parquet").write_bytes(b"PAR1")
+    with pytest.raises(ConfigError, match=f"{LEGACY_MANIFESTS}/ from a release before Delta") as caught:
+        table.create(SCHEMA, PARTITION_BY)
+    assert caught.value.details == {"table": SESSION_ROWS, "path": str(table.path)}
+    assert not table.exists()
+    with pytest.raises(ConfigError, match=LEGACY_MANIFESTS):
+        table.refuse_legacy_layout()
+    location(tmp_path, QUARANTINE).refuse_legacy_layout()  # a missing or new folder is fine
