@@ -18,6 +18,7 @@ from streamwarden.processes import group_members
 from streamwarden.runfiles.checkpoint import commit_batches, committed_offsets, offset_batches
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.validation.exactly_once import verify_table
 
 
 def produce_raw(bootstrap: str, topics: Sequence[str], count: int, keys: int = 997,
@@ -167,10 +168,18 @@ def all_offsets(bootstrap: str, topics: list[str]) -> set[tuple[str, int, int]]:
 
 
 def assert_offsets_accounted(output: Path, expected: set[tuple[str, int, int]]) -> None:
-    """Each offset in exactly one of ``session_rows`` and ``quarantine``, and no other offset."""
+    """Each offset in exactly one of ``session_rows`` and ``quarantine``, and no other offset.
+
+    Both Delta tables are read through their logs; each log must also be sound: every file it lists is
+    there, and every row lies inside the offsets it records as committed. (``session_rows`` has several
+    rows per offset, so the duplicates ``verify_table`` counts are not a finding here.)
+    """
     found = offsets_by_table(output, [SESSION_ROWS, QUARANTINE])
     assert not found[SESSION_ROWS] & found[QUARANTINE], "an offset landed in both tables"
     assert found[SESSION_ROWS] | found[QUARANTINE] == expected, "an offset was dropped or invented"
+    for name in (SESSION_ROWS, QUARANTINE):
+        report = verify_table(output / name)
+        assert not report.problems, report.summary()
 
 
 def log_ends(offsets: set[tuple[str, int, int]]) -> dict[str, dict[int, int]]:

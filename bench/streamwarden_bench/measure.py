@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import datetime
 from typing import Self
 
 import numpy as np
@@ -81,8 +80,3 @@ def percentiles(values: np.ndarray, points: tuple[int, ...] = (50, 95)) -> dict[
     if not len(values):
         return {}
     return {f"p{p}": round(float(np.percentile(values, p)), 3) for p in points}
-
-
-def epoch(iso: str) -> float:
-    """Seconds since the epoch of an ISO-8601 time with an offset."""
-    return datetime.fromisoformat(iso).timestamp()

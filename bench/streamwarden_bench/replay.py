@@ -1,7 +1,8 @@
 """Read back what the stream committed: its progress, and every session's final table, to check against truth.
 
 Used by tests and benchmarks: the producer knows the tables it meant to send; this reads what the job
-wrote (any reader's view of the folder) and replays it the way a downstream consumer would.
+committed (through each Delta table's log, as any Delta reader sees it) and replays it the way a
+downstream consumer would.
 """
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from streamwarden.runfiles.checkpoint import committed_offsets
+from streamwarden.tables.location import TableLocation
+from streamwarden.tables.reading import OFFSET_COLUMNS, dataset
 from streamwarden.wire import Table, TableSchema
+
+OFFSETS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
+"""The columns every output table has: what an absent table reads as unless told otherwise."""
 
 Tables = dict[str, Table]
 
@@ -25,9 +30,16 @@ def caught_up(checkpoint: Path, ends: Mapping[str, Mapping[int, int]]) -> bool:
                for topic, parts in ends.items() for partition, end in parts.items())
 
 
-def read_table(root: Path) -> pa.Table:
-    """All rows under a table folder, as an outside reader lists them."""
-    return ds.dataset(root, format="parquet", partitioning="hive").to_table()
+def read_table(root: Path, columns: list[str] | None = None, absent: pa.Schema = OFFSETS_SCHEMA) -> pa.Table:
+    """The rows of the newest version of the Delta table at ``root`` (``columns`` only, when given).
+
+    Only the files its log lists are read. A folder without a Delta log (the table was never created)
+    reads as an empty table of ``absent``'s columns.
+    """
+    location = TableLocation(root.name, root, {})
+    if not location.exists():
+        return absent.empty_table() if columns is None else absent.empty_table().select(columns)
+    return dataset(location.open(), location).to_table(columns=columns)
 
 
 def final_tables(rows: pa.Table, schema: TableSchema) -> Tables:
@@ -57,14 +69,9 @@ def final_tables(rows: pa.Table, schema: TableSchema) -> Tables:
 
 
 def offsets_by_table(root: Path, tables: list[str]) -> dict[str, set[tuple[str, int, int]]]:
-    """Distinct (topic, partition, offset) of each table under ``root`` (for offset accounting)."""
+    """Distinct (topic, partition, offset) of each Delta table under ``root`` (for offset accounting)."""
     found: dict[str, set[tuple[str, int, int]]] = {}
     for name in tables:
-        folder = root / name
-        dataset = ds.dataset(folder, format="parquet", partitioning="hive") if folder.exists() else None
-        if dataset is None or not dataset.files:
-            found[name] = set()
-            continue
-        data = dataset.to_table(columns=["topic", "partition", "offset"])
-        found[name] = set(zip(*(data.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True))
+        data = read_table(root / name, list(OFFSET_COLUMNS))
+        found[name] = set(zip(*(data.column(c).to_pylist() for c in OFFSET_COLUMNS), strict=True))
     return found

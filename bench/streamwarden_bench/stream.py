@@ -1,15 +1,20 @@
 """Streamwarden as the warden starts it: ``spark-submit jobs/stream.py`` detached, settings in STREAMWARDEN_*.
 
 Throughput comes from the heartbeat (rows / batch duration of every batch after the first, which pays for
-the Python workers' start) and from the manifests (rows / wall time between the first and the last
-commit). Latency: the Kafka timestamp of each record against the ``committed_at`` of the manifest that
-made its rows visible. Cold start: launch to the first manifest. Restart: ``kill -9`` of the whole process
-group to the next manifest.
+the Python workers' start) and from the Delta commits of ``session_rows`` (records / wall time between the
+first and the last commit). Latency: the Kafka timestamp of each record against the timestamp of the Delta
+commit that made its rows visible. Cold start: launch to the first batch commit. Restart: ``kill -9`` of the
+whole process group to the next batch commit.
+
+The commits come from the table's history (:func:`batch_commits`): each batch commit carries its batch id
+and planned ranges in ``streamwarden.*`` commit metadata. The log's clean-up (after
+``delta.logRetentionDuration``, 30 days by default) drops old commit infos, far beyond a benchmark run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import threading
@@ -25,12 +30,12 @@ from streamwarden.processes import live
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.heartbeat import Heartbeat, read_heartbeat
 from streamwarden.settings import Settings, load_settings
-from streamwarden.tables.location import SESSION_ROWS
-from streamwarden.stream.sink.commit_protocol import Manifest, load_manifests
+from streamwarden.stream.sink.ranges import IntervalIndex, OffsetRanges, canonical_ranges, merge_intervals, uncommitted
+from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 
 from .baseline import consume_ranges
-from .measure import PeakRss, Sampler, epoch, group, percentiles, tree
+from .measure import PeakRss, Sampler, group, percentiles, tree
 from .replay import caught_up
 from .workload import Ends, Workload, log_ends, produce
 
@@ -79,9 +84,9 @@ class StreamJob:
         self.pgid = record.pid
         return self
 
-    def manifests(self) -> list[Manifest]:
-        table = self.settings.root("output") / SESSION_ROWS
-        return load_manifests(table) if table.exists() else []
+    def commits(self) -> list[Commit]:
+        """The batch commits of ``session_rows`` so far, oldest first."""
+        return batch_commits(self.settings.root("output") / SESSION_ROWS)
 
     def caught_up(self, ends: Ends) -> bool:
         return caught_up(self.settings.checkpoint_location, ends)
@@ -121,12 +126,47 @@ class StreamJob:
         self.kill9()
 
 
-def records(manifest: Manifest) -> int:
-    return sum(end - start for parts in manifest.ranges.values() for start, end in parts.values())
+@dataclass(frozen=True)
+class Commit:
+    """One Delta commit of a micro-batch, as the table's history records it."""
+
+    version: int
+    batch_id: int
+    committed_at: float  # epoch seconds: the commit's timestamp
+    ranges: OffsetRanges  # the batch's planned offsets
+    covers: IntervalIndex  # the offsets it made visible: planned minus what earlier commits held
+
+    @property
+    def records(self) -> int:
+        return sum(end - start for parts in self.covers.values() for runs in parts.values() for start, end in runs)
 
 
-def throughput(beats: list[Heartbeat], manifests: list[Manifest]) -> dict[str, Any]:
-    """Steady state: every data batch after the first (heartbeat), and commit to commit (manifests)."""
+def batch_commits(table_root: Path) -> list[Commit]:
+    """The commits of micro-batches in the Delta table at ``table_root``, oldest first (none before it exists).
+
+    Other commits (the table's creation, maintenance) carry no ``streamwarden.batch_id`` and are left out.
+    """
+    location = TableLocation(table_root.name, table_root, {})
+    if not location.exists():
+        return []
+    commits: list[Commit] = []
+    held: IntervalIndex = {}
+    for info in sorted(location.open().history(), key=lambda i: int(i["version"])):
+        if "streamwarden.batch_id" not in info:
+            continue
+        ranges = canonical_ranges(json.loads(info["streamwarden.ranges"]))
+        covers = uncommitted(ranges, held)
+        for topic, parts in covers.items():
+            for partition, runs in parts.items():
+                before = held.setdefault(topic, {}).get(partition, [])
+                held[topic][partition] = merge_intervals([*before, *runs])
+        commits.append(Commit(int(info["version"]), int(info["streamwarden.batch_id"]), info["timestamp"] / 1000,
+                              ranges, covers))
+    return commits
+
+
+def throughput(beats: list[Heartbeat], commits: list[Commit]) -> dict[str, Any]:
+    """Steady state: every data batch after the first (heartbeat), and commit to commit (Delta commits)."""
     steady = beats[1:]
     rows = sum(b.num_input_rows for b in steady)
     busy = sum(b.batch_duration_ms or 0 for b in steady) / 1000
@@ -136,9 +176,9 @@ def throughput(beats: list[Heartbeat], manifests: list[Manifest]) -> dict[str, A
         "first_batch": {"rows": beats[0].num_input_rows, "duration_s": (beats[0].batch_duration_ms or 0) / 1000}
         if beats else None,
     }
-    if len(manifests) > 1:
-        span = epoch(manifests[-1].committed_at) - epoch(manifests[0].committed_at)
-        result["commit_to_commit_msg_per_s"] = round(sum(records(m) for m in manifests[1:]) / span, 1)
+    if len(commits) > 1 and commits[-1].committed_at > commits[0].committed_at:
+        span = commits[-1].committed_at - commits[0].committed_at
+        result["commit_to_commit_msg_per_s"] = round(sum(c.records for c in commits[1:]) / span, 1)
     durations: dict[str, float] = {}
     for beat in steady:
         for name, ms in beat.durations_ms.items():
@@ -162,15 +202,17 @@ def run_throughput(workload: Workload, home: Path, max_offsets: int, trigger: st
         except BaseException:
             job.kill9()
             raise
-    manifests = job.manifests()
-    result = throughput(beats.data_batches(), manifests)
-    result.update(cold_start_s=round(epoch(manifests[0].committed_at) - job.launched_at, 2),
-                  peak_rss_mib=rss.peak_mib)
+    commits = job.commits()
+    result = throughput(beats.data_batches(), commits)
+    result.update(cold_start_s=round(commits[0].committed_at - job.launched_at, 2), peak_rss_mib=rss.peak_mib)
     return job, result
 
 
-def latency(bootstrap: str, starts: Ends, ends: Ends, manifests: list[Manifest], until: float) -> dict[str, Any]:
-    """Kafka timestamp -> manifest ``committed_at`` of every record committed before ``until`` (epoch s)."""
+def latency(bootstrap: str, starts: Ends, ends: Ends, commits: list[Commit], until: float) -> dict[str, Any]:
+    """Kafka timestamp -> time of the Delta commit that made it visible, of every record committed before ``until``.
+
+    ``until`` and the commit times are epoch seconds.
+    """
     stamps: dict[tuple[str, int], np.ndarray] = {}
     for topic, parts in ends.items():
         for partition, end in parts.items():
@@ -180,16 +222,17 @@ def latency(bootstrap: str, starts: Ends, ends: Ends, manifests: list[Manifest],
             topic, partition, offset = str(m.topic()), int(m.partition() or 0), int(m.offset() or 0)
             stamps[(topic, partition)][offset - starts.get(topic, {}).get(partition, 0)] = m.timestamp()[1]
     samples = []
-    for manifest in manifests:
-        committed = epoch(manifest.committed_at)
-        if committed >= until:
+    for commit in commits:
+        if commit.committed_at >= until:
             continue
-        for topic, planned in manifest.ranges.items():
-            for partition, (start, end) in planned.items():
+        for topic, covered in commit.covers.items():
+            for partition, runs in covered.items():
                 base = starts.get(topic, {}).get(partition, 0)
-                if start < base:
-                    continue
-                samples.append(committed - stamps[(topic, partition)][start - base:end - base] / 1000)
+                for start, end in runs:
+                    if end <= base:  # committed before the measured span
+                        continue
+                    sent = stamps[(topic, partition)][max(start, base) - base:end - base]
+                    samples.append(commit.committed_at - sent / 1000)
     values = np.concatenate(samples) if samples else np.array([])
     worst = round(float(values.max()), 3) if len(values) else None
     return {"records": len(values), **percentiles(values), "max": worst}
@@ -209,12 +252,12 @@ def run_latency_and_restart(job: StreamJob, workload: Workload, rate: float, sec
     time.sleep(seconds)
     killed = job.kill9()
     job.start()
-    job.wait_until(lambda: any(epoch(m.committed_at) > killed for m in job.manifests()), timeout,
+    job.wait_until(lambda: any(c.committed_at > killed for c in job.commits()), timeout,
                    "a batch committed after the restart")
-    first_after = min(epoch(m.committed_at) for m in job.manifests() if epoch(m.committed_at) > killed)
+    first_after = min(c.committed_at for c in job.commits() if c.committed_at > killed)
     producer.join()
     ends = log_ends(workload.bootstrap, workload.spec.pattern)
     job.wait_until(lambda: job.caught_up(ends), timeout, "catch-up after the restart")
     result = {"target_rate": round(rate, 1), "produced_rate": reports[0].rate,
-              **latency(workload.bootstrap, workload.ends, ends, job.manifests(), killed)}
+              **latency(workload.bootstrap, workload.ends, ends, job.commits(), killed)}
     return {"latency_s": result, "restart_s": round(first_after - killed, 2)}, ends, reports[0].expected_tables

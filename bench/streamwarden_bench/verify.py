@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.validation.exactly_once import verify_table
 from streamwarden.wire import DEMO_SCHEMA, Table, TableSchema, apply_event, decode
 
 from .baseline import SCHEMA as BASELINE_SCHEMA
@@ -86,10 +87,17 @@ def verify_session_rows(rows: pa.Table, ends: Ends, expected: dict[str, Table],
 
 
 def verify_streamwarden(output_root: Path, ends: Ends, expected: dict[str, Table]) -> Verdict:
-    """Streamwarden's ``session_rows`` as an outside reader lists it; the quarantine must be empty."""
-    verdict = verify_session_rows(read_table(output_root / SESSION_ROWS), ends, expected)
-    quarantine = output_root / QUARANTINE
-    dead = read_table(quarantine).num_rows if quarantine.exists() and any(quarantine.rglob("*.parquet")) else 0
+    """Streamwarden's Delta tables as a Delta reader sees them: ``session_rows`` right, the quarantine empty.
+
+    Both tables' logs are checked too (:func:`streamwarden.validation.exactly_once.verify_table`): every
+    file they list is there, and every row lies inside the offsets the log records as committed.
+    ``session_rows`` holds several rows per offset (one per changed table row), so its duplicates are
+    judged by :func:`check_offsets` (by offset and ``row_id``), not by ``verify_table``.
+    """
+    verdict = verify_session_rows(read_table(output_root / SESSION_ROWS, absent=quix_schema()), ends, expected)
+    for name in (SESSION_ROWS, QUARANTINE):
+        verdict.problems.extend(f"{name}: {problem}" for problem in verify_table(output_root / name).problems)
+    dead = read_table(output_root / QUARANTINE, ["offset"]).num_rows
     if dead:
         verdict.problems.append(f"{dead} record(s) in quarantine")
     return verdict

@@ -1,1 +1,1 @@
-"""Checks of the output as an outside reader sees it: every Kafka offset exactly once, manifests true."""
+"""Checks of the output as a Delta reader sees it: every Kafka offset exactly once, the log and the files agree."""

@@ -1,9 +1,20 @@
-"""Check a Parquet table the way an outside reader sees it: every offset once, none missing, manifests true.
+"""Exactly-once check of one Delta output table as an outside reader sees it: every offset once, none missing.
 
-The table folder is read by listing it, as pyarrow (``pyarrow.dataset``, hive partitioning, default
-``ignore_prefixes``) or DuckDB (``read_parquet('<root>/**/*.parquet', hive_partitioning=true)``) would;
-``_manifests`` and other ``_``/``.``-prefixed entries are not data. Offsets are checked with numpy on three
-columns (about 20 bytes a row), so a few million rows are fine.
+The table is read through its Delta log, never by listing its folder: only the files the log names at the
+version read count (files of a batch that crashed before its commit are invisible, as they are to every
+Delta reader). Three readers, which must agree:
+
+* ``deltalake``: delta-rs's snapshot as a pyarrow dataset (:func:`streamwarden.tables.reading.dataset`);
+* ``polars``: ``polars.scan_delta``;
+* ``duckdb``: DuckDB over the same pyarrow dataset (``con.register``), not over a glob of the folder.
+
+The log itself is checked too (``check_log``): every file it lists exists with the size it records, and
+every row's ``(topic, partition, offset)`` lies inside the committed runs the log keeps as app
+transactions (:mod:`streamwarden.tables.committed`). The runs are per table and record a whole batch's
+offsets, also those whose rows went to the *other* table (``session_rows`` vs ``quarantine``), so only
+"rows inside the runs" is checked, never "runs fully present as rows".
+
+Offsets are checked with numpy on three columns (about 20 bytes a row), so a few million rows are fine.
 """
 
 from __future__ import annotations
@@ -11,22 +22,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
+from urllib.parse import unquote
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
-import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
-from streamwarden.stream.sink.commit_protocol import CommitProtocolError, load_manifests, visible_parquet_files
-from streamwarden.stream.sink.ranges import IntervalIndex, flatten, index_size
+from streamwarden.stream.sink.ranges import IntervalIndex, flatten
+from streamwarden.tables.committed import Runs
+from streamwarden.tables.location import LEGACY_MANIFESTS, TableLocation
+from streamwarden.tables.reading import dataset
 
-Reader = Literal["pyarrow", "duckdb"]
+Reader = Literal["deltalake", "polars", "duckdb"]
+READERS: tuple[Reader, ...] = get_args(Reader)
 Expected = Mapping[str, Mapping[int, set[int]]] | Mapping[str, Mapping[int, tuple[int, int]]]
 Offsets = npt.NDArray[np.int64]
 COLUMNS = ("topic", "partition", "offset")
+_SHOWN = 5  # intervals or paths named in one problem line
 
 
 class DuplicateOffset(NamedTuple):
@@ -42,8 +59,9 @@ class DuplicateOffset(NamedTuple):
 class VerificationReport:
     """What :func:`verify_table` found; ``ok`` when nothing is wrong."""
 
-    table_root: Path
+    table_root: Path  # the Delta table's folder
     reader: Reader
+    version: int | None = None  # the table version read; None when the folder holds no Delta table
     rows: int = 0
     rows_per_partition: dict[str, dict[int, int]] = field(default_factory=dict)
     duplicates: int = 0  # rows beyond the first copy of their (topic, partition, offset)
@@ -52,7 +70,7 @@ class VerificationReport:
     missing_count: int = 0
     unexpected: IntervalIndex = field(default_factory=dict)  # the first intervals per partition only
     unexpected_count: int = 0
-    problems: list[str] = field(default_factory=list)  # manifest and file-level findings
+    problems: list[str] = field(default_factory=list)  # findings about the log, its files and the read
 
     @property
     def ok(self) -> bool:
@@ -61,7 +79,8 @@ class VerificationReport:
 
     def summary(self) -> str:
         """A few lines for a person."""
-        lines = [f"{'OK' if self.ok else 'FAILED'}: {self.table_root} via {self.reader}: {self.rows} rows "
+        at = "no Delta table" if self.version is None else f"version {self.version}"
+        lines = [f"{'OK' if self.ok else 'FAILED'}: {self.table_root} ({at}) via {self.reader}: {self.rows} rows "
                  f"in {sum(len(p) for p in self.rows_per_partition.values())} topic-partition(s)"]
         if self.duplicates:
             shown = ", ".join(f"{d.topic}/{d.partition}@{d.offset} x{d.copies}"
@@ -70,8 +89,7 @@ class VerificationReport:
         for label, count, index in (("missing", self.missing_count, self.missing),
                                     ("unexpected", self.unexpected_count, self.unexpected)):
             if count:
-                shown = ", ".join(f"{i.topic}/{i.partition}[{i.start},{i.end})" for i in flatten(index)[:5])
-                lines.append(f"  {count} {label} offset(s), e.g. {shown}")
+                lines.append(f"  {count} {label} offset(s), e.g. {_describe(index)}")
         lines.extend(f"  problem: {p}" for p in self.problems)
         return "\n".join(lines)
 
@@ -79,20 +97,42 @@ class VerificationReport:
 def verify_table(
     table_root: Path,
     expected: Expected | None = None,
-    reader: Reader = "pyarrow",
+    reader: Reader = "deltalake",
     *,
-    check_manifests: bool = True,
+    check_log: bool = True,
+    version: int | None = None,
     max_examples: int = 10,
 ) -> VerificationReport:
-    """Read ``table_root`` like an outside reader and check offsets (and manifests) for exactly-once.
+    """Read the Delta table at ``table_root`` (``version``, the newest when None) and check its offsets.
 
     ``expected`` gives per topic-partition either the exact offsets (a set; right for compacted or
     transactional topics with offset gaps) or a half-open range ``(start, end)``. Without it only
-    duplicates are looked for. ``check_manifests=False`` skips the manifest checks (for tables written
-    without the commit protocol).
+    duplicates are looked for. A folder without a Delta log (the table was never created) reads as empty.
+    ``check_log=False`` skips the committed-runs check (for tables written without
+    :class:`~streamwarden.stream.sink.delta_sink.DeltaSink`); a file the log lists but the folder lacks is
+    always a problem, and the rows of the files that are there are still read. An unknown ``version``
+    raises delta-rs's ``DeltaError``.
     """
+    if reader not in READERS:
+        raise ValueError(f"unknown reader {reader!r}; the readers are {', '.join(READERS)}")
+    table_root = Path(table_root)
     report = VerificationReport(table_root, reader)
-    table = _read_offsets(table_root, reader)
+    location = TableLocation(name=table_root.name, path=table_root, storage_options={})
+    if not location.exists():
+        if (table_root / LEGACY_MANIFESTS).is_dir():
+            report.problems.append(f"{table_root} holds the manifest layout of a release before Delta Lake "
+                                   "tables, not a Delta table; nothing was read")
+        table = _cast(_empty())
+        delta = None
+    else:
+        delta = DeltaTable(location.uri, version=version)
+        report.version = delta.version()
+        present = _present_files(delta, table_root, report)
+        try:
+            table = _cast(_read_offsets(delta, location, reader, present))
+        except _read_errors(reader) as exc:
+            report.problems.append(f"reading the table via {reader} failed: {type(exc).__name__}: {exc}")
+            table = _cast(_empty())
     report.rows = table.num_rows
     nulls = sum(table.column(c).null_count for c in COLUMNS)
     if nulls:
@@ -101,37 +141,90 @@ def verify_table(
     found = _offsets_by_partition(table, report, max_examples)
     if expected is not None:
         _compare(found, expected, report, max_examples)
-    if check_manifests:
-        report.problems.extend(_manifest_problems(table_root))
+    if check_log and delta is not None:
+        report.problems.extend(_outside_committed_runs(delta, found))
     return report
 
 
-def _read_offsets(table_root: Path, reader: Reader) -> pa.Table:
-    """``topic`` (string), ``partition`` and ``offset`` (int64) of every visible row."""
-    empty = pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int64()),
-                      "offset": pa.array([], pa.int64())})
-    if not visible_parquet_files(table_root):
-        return empty
-    table = _read_duckdb(table_root) if reader == "duckdb" else _read_pyarrow(table_root)
+def _empty() -> pa.Table:
+    return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int64()),
+                     "offset": pa.array([], pa.int64())})
+
+
+def _cast(table: pa.Table) -> pa.Table:
+    """``topic`` (string), ``partition`` and ``offset`` (int64), whatever the reader returned."""
     return pa.table({"topic": pc.cast(table.column("topic"), pa.string()),
                      "partition": pc.cast(table.column("partition"), pa.int64()),
                      "offset": pc.cast(table.column("offset"), pa.int64())})
 
 
-def _read_pyarrow(table_root: Path) -> pa.Table:
-    """Discover the hive fields, then read them all as strings (inference would turn topic "007" into 7)."""
-    names = ds.dataset(table_root, format="parquet", partitioning="hive").partitioning.schema.names
-    partitioning = ds.partitioning(pa.schema([(name, pa.string()) for name in names]), flavor="hive")
-    return ds.dataset(table_root, format="parquet", partitioning=partitioning).to_table(columns=list(COLUMNS))
+def _present_files(delta: DeltaTable, table_root: Path, report: VerificationReport) -> set[str] | None:
+    """The log's files that exist (relative paths), or None when all do; problems for the others.
+
+    A file that is there but not with the size the log records is a problem too (rewritten or truncated);
+    it is still read.
+    """
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    paths = [unquote(p) for p in actions.column("path").to_pylist()]  # the log keeps them URL-encoded
+    missing: list[str] = []
+    resized: list[str] = []
+    for path, size in zip(paths, actions.column("size_bytes").to_pylist(), strict=True):
+        file = table_root / path
+        if not file.is_file():
+            missing.append(path)
+        elif file.stat().st_size != size:
+            resized.append(f"{path} ({file.stat().st_size} bytes, the log says {size})")
+    if missing:
+        report.problems.append(f"{len(missing)} of {len(paths)} file(s) the log lists at version {report.version} "
+                               f"are missing, e.g. {', '.join(missing[:_SHOWN])}")
+    if resized:
+        report.problems.append(f"{len(resized)} file(s) differ in size from the log, e.g. "
+                               f"{', '.join(resized[:_SHOWN])}")
+    return set(paths) - set(missing) if missing else None
 
 
-def _read_duckdb(table_root: Path) -> pa.Table:
+def _read_errors(reader: Reader) -> tuple[type[BaseException], ...]:
+    """What the reader raises on a damaged file (turned into a problem, not a crash)."""
+    errors: tuple[type[BaseException], ...] = (OSError, pa.ArrowException, DeltaError)
+    if reader == "polars":
+        import polars as pl
+
+        errors += (pl.exceptions.PolarsError,)
+    elif reader == "duckdb":
+        import duckdb
+
+        errors += (duckdb.Error,)
+    return errors
+
+
+def _read_offsets(delta: DeltaTable, location: TableLocation, reader: Reader, present: set[str] | None
+                  ) -> pa.Table:
+    """``topic``, ``partition`` and ``offset`` of every row of the files the log lists (those ``present``)."""
+    if reader == "polars" and present is None:
+        import polars as pl
+
+        frame = pl.scan_delta(location.uri, version=delta.version()).select(*COLUMNS).collect()
+        return frame.to_arrow()
+    rows = dataset(delta, location)
+    if present is not None:
+        rows = ds.FileSystemDataset([f for f in rows.get_fragments() if f.path in present], rows.schema,
+                                    rows.format, rows.filesystem)
+    if reader == "polars":  # scan_delta cannot skip a missing file: read the others through the dataset
+        import polars as pl
+
+        return pl.scan_pyarrow_dataset(rows).select(*COLUMNS).collect().to_arrow()
+    if reader == "duckdb":
+        return _read_duckdb(rows)
+    return rows.to_table(columns=list(COLUMNS))
+
+
+def _read_duckdb(rows: ds.Dataset) -> pa.Table:
     import duckdb
 
-    query = ('SELECT topic, partition, "offset" FROM read_parquet(?, hive_partitioning = true, '
-             "hive_types_autocast = false)")
     with duckdb.connect() as con:
-        return con.sql(query, params=[f"{table_root}/**/*.parquet"]).to_arrow_table()
+        con.register("delta_rows", rows)
+        result: Any = con.sql('SELECT topic, "partition", "offset" FROM delta_rows').to_arrow_table()
+        return result
 
 
 def _offsets_by_partition(table: pa.Table, report: VerificationReport, max_examples: int
@@ -153,10 +246,11 @@ def _offsets_by_partition(table: pa.Table, report: VerificationReport, max_examp
     if not len(offsets):
         return found
     starts = np.flatnonzero(np.r_[True, ~same_partition])
+    first_copy = np.r_[True, ~repeated]  # sorted already: dropping repeats leaves unique offsets
     for first, last in zip(starts, [*starts[1:], len(offsets)], strict=True):
         topic, partition = names[codes[first]], int(partitions[first])
         report.rows_per_partition.setdefault(topic, {})[partition] = int(last - first)
-        found[(topic, partition)] = np.unique(offsets[first:last])
+        found[(topic, partition)] = offsets[first:last][first_copy[first:last]]
     return found
 
 
@@ -198,7 +292,7 @@ def _compare(found: dict[tuple[str, int], Offsets], expected: Expected, report: 
 def _expected_array(spec: set[int] | tuple[int, int]) -> Offsets:
     if isinstance(spec, tuple):
         return np.arange(spec[0], spec[1], dtype=np.int64)
-    return np.unique(np.fromiter(spec, dtype=np.int64, count=len(spec)))
+    return np.sort(np.fromiter(spec, dtype=np.int64, count=len(spec)))  # a set: unique already
 
 
 def _runs(values: Offsets) -> list[tuple[int, int]]:
@@ -209,27 +303,26 @@ def _runs(values: Offsets) -> list[tuple[int, int]]:
     return [(int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
 
 
-def _manifest_problems(table_root: Path) -> list[str]:
-    """Manifests valid and disjoint, each listed file present with its row count, no unlisted file."""
-    try:
-        manifests = load_manifests(table_root)
-    except CommitProtocolError as exc:
-        return [exc.message]
-    problems: list[str] = []
-    listed: set[str] = set()
-    for manifest in manifests:
-        for committed in manifest.files:
-            listed.add(committed.path)
-            path = table_root / committed.path
-            rows = pq.read_metadata(path).num_rows if path.is_file() else None
-            if rows != committed.rows:
-                found = "no file" if rows is None else f"{rows} rows"
-                problems.append(f"manifest {manifest.name}: {committed.path} has {found}, "
-                                f"manifest says {committed.rows}")
-    unlisted = sorted(visible_parquet_files(table_root) - listed)
-    if unlisted:
-        problems.append(f"{len(unlisted)} file(s) in no manifest, e.g. {unlisted[0]}")
-    covered, rows = sum(index_size(m.covers) for m in manifests), sum(m.rows for m in manifests)
-    if rows > covered:
-        problems.append(f"manifests list more rows ({rows}) than they cover offsets ({covered})")
-    return problems
+def _outside_committed_runs(delta: DeltaTable, found: dict[tuple[str, int], Offsets]) -> list[str]:
+    """A problem when rows hold offsets the log's committed runs do not record."""
+    committed = Runs.read(delta, sorted(found)).index()
+    outside: IntervalIndex = {}
+    count = 0
+    for (topic, partition), have in sorted(found.items()):
+        runs = committed.get(topic, {}).get(partition, [])
+        starts = np.array([s for s, _ in runs], np.int64)
+        ends = np.array([e for _, e in runs], np.int64)
+        run = np.searchsorted(starts, have, side="right") - 1
+        inside = (run >= 0) & (have < ends[np.maximum(run, 0)]) if len(runs) else np.zeros(len(have), bool)
+        stray = have[~inside]
+        if len(stray):
+            count += len(stray)
+            outside.setdefault(topic, {})[partition] = _runs(stray)
+    if not count:
+        return []
+    return [f"{count} offset(s) have rows but lie outside the committed runs the log records (app "
+            f"transactions), e.g. {_describe(outside)}"]
+
+
+def _describe(index: IntervalIndex) -> str:
+    return ", ".join(f"{i.topic}/{i.partition}[{i.start},{i.end})" for i in flatten(index)[:_SHOWN])
