@@ -6,7 +6,8 @@
   plain ``RuntimeError``), to exercise the classified exit of the job.
 
 Points of the Delta commit (:mod:`streamwarden.stream.sink.delta_sink`): ``before_commit`` (files
-written, not committed) and ``after_commit`` (one table committed, the next not yet). Unset (the normal case) a point costs two environment lookups. Never set outside tests.
+written, not committed) and ``after_commit`` (one table committed, the next not yet). Unset (the normal
+case) a point costs two environment lookups. Never set outside tests.
 """
 
 from __future__ import annotations
