@@ -55,6 +55,10 @@ def markdown(results: dict[str, Any]) -> str:
                   f"restart after kill -9 {stream.get('restart_s')} s to the next; end-to-end latency at "
                   f"{lat['target_rate']:,.0f} msg/s (half the steady rate): p50 {lat.get('p50')} s, "
                   f"p95 {lat.get('p95')} s ({lat['records']:,} records)."]
+    for table, times in sorted(stream.get("delta_commit_ms", {}).items()):
+        lines.append(f"Delta commit of a batch to {table} (driver: list files, read footers, commit): "
+                     f"p50 {times.get('p50')} ms, p95 {times.get('p95')} ms, max {times['max']} ms "
+                     f"({times['commits']} commits).")
     if results.get("scaling"):
         lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
                   "| RSS MiB baseline / streamwarden / quix |", "| --- | --- | --- | --- | --- | --- | --- |"]

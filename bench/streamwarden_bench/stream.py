@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -204,8 +205,23 @@ def run_throughput(workload: Workload, home: Path, max_offsets: int, trigger: st
             raise
     commits = job.commits()
     result = throughput(beats.data_batches(), commits)
-    result.update(cold_start_s=round(commits[0].committed_at - job.launched_at, 2), peak_rss_mib=rss.peak_mib)
+    result.update(cold_start_s=round(commits[0].committed_at - job.launched_at, 2), peak_rss_mib=rss.peak_mib,
+                  delta_commit_ms=commit_times(job.settings.root("run") / "logs"))
     return job, result
+
+
+_COMMIT_LINE = re.compile(
+    r"committed to (?P<table>\w+) as version \d+: \d+ rows in \d+ files \(commit (?P<ms>\d+) ms\)")
+
+
+def commit_times(logs: Path) -> dict[str, dict[str, Any]]:
+    """Per table, how long the driver's Delta commit of a batch took (listing, footers, commit), from the
+    stream's own log lines."""
+    found: dict[str, list[float]] = {}
+    for log in sorted(logs.glob("stream-*.log")):
+        for match in _COMMIT_LINE.finditer(log.read_text(errors="replace")):
+            found.setdefault(match["table"], []).append(float(match["ms"]))
+    return {table: {"commits": len(ms), **percentiles(np.array(ms)), "max": max(ms)} for table, ms in found.items()}
 
 
 def latency(bootstrap: str, starts: Ends, ends: Ends, commits: list[Commit], until: float) -> dict[str, Any]:
