@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
@@ -51,30 +51,39 @@ class PartitionOffsets:
     committed: list[tuple[int, int]]  # the offset intervals the log records as committed
 
 
+class Head(NamedTuple):
+    """The newest version of a table and the commit that made it."""
+
+    version: int
+    committed_at: str
+    operation: str
+
+
 @dataclass(frozen=True)
 class TableSummary:
-    """One table at its newest version, for ``streamwarden tables`` and the validation DAG."""
+    """One table at its newest version (``head`` is None before the stream created it)."""
 
     name: str
     path: str
-    exists: bool
-    version: int | None = None
+    head: Head | None = None
     rows: int = 0
     files: int = 0
     bytes: int = 0
-    last_commit_at: str | None = None
-    last_operation: str | None = None
     partitions: tuple[PartitionOffsets, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat JSON: ``exists``, ``version``, ``last_commit_at`` and ``last_operation`` beside the counts."""
+        document = asdict(self)
+        head = document.pop("head")
+        return {**document, "exists": head is not None, "version": head and head.version,
+                "last_commit_at": head and head.committed_at, "last_operation": head and head.operation}
 
     def text(self) -> str:
         """A few lines for a person: the table, then one line per topic-partition."""
-        if not self.exists:
+        if self.head is None:
             return f"{self.name}: no Delta table yet at {self.path} (the stream creates it at start)"
-        lines = [f"{self.name}: version {self.version}, {self.rows:,} rows in {self.files:,} files "
-                 f"({self.bytes / 2**20:,.1f} MiB), last commit {self.last_commit_at} ({self.last_operation})",
+        lines = [f"{self.name}: version {self.head.version}, {self.rows:,} rows in {self.files:,} files "
+                 f"({self.bytes / 2**20:,.1f} MiB), last commit {self.head.committed_at} ({self.head.operation})",
                  f"  {self.path}"]
         if self.partitions:
             width = max(len(p.topic) for p in self.partitions)
@@ -90,7 +99,7 @@ def summarize(settings: Settings, name: str) -> TableSummary:
     location.refuse_legacy_layout()
     table = location.open_or_none()
     if table is None:
-        return TableSummary(name, location.uri, exists=False)
+        return TableSummary(name, location.uri)
     actions = pa.table(table.get_add_actions(flatten=True))
     offsets = dataset(table, location).to_table(columns=["topic", "partition"])
     counts = offsets.group_by(["topic", "partition"]).aggregate([("topic", "count")]) if offsets.num_rows else None
@@ -98,11 +107,11 @@ def summarize(settings: Settings, name: str) -> TableSummary:
                                           strict=True)} if counts is not None else {}
     runs = Runs.read(table, sorted(rows)).index()
     (last,) = table.history(limit=1)
+    head = Head(table.version(), datetime.fromtimestamp(last["timestamp"] / 1000, UTC).isoformat(),
+                str(last.get("operation")))
     return TableSummary(
-        name, location.uri, exists=True, version=table.version(), rows=sum(rows.values()),
-        files=actions.num_rows, bytes=int(pc.sum(actions.column("size_bytes")).as_py() or 0),
-        last_commit_at=datetime.fromtimestamp(last["timestamp"] / 1000, UTC).isoformat(),
-        last_operation=str(last.get("operation")),
+        name, location.uri, head, rows=sum(rows.values()), files=actions.num_rows,
+        bytes=int(pc.sum(actions.column("size_bytes")).as_py() or 0),
         partitions=tuple(PartitionOffsets(t, p, n, runs.get(t, {}).get(p, [])) for (t, p), n in sorted(rows.items())),
     )
 
