@@ -33,7 +33,7 @@ CHAOS_POINTS = ("before_commit", "after_commit", "before_commit", "after_commit"
 
 def assert_exactly_once_with_spark(spark: SparkSession, table: Path, ends: dict[str, dict[int, int]]) -> None:
     files = DeltaTable(str(table)).file_uris()
-    frame = spark.read.option("basePath", str(table)).parquet(*files).select("topic", "partition", "offset")
+    frame = spark.read.parquet(*files).select("topic", "partition", "offset")
     duplicates = frame.groupBy("topic", "partition", "offset").count().filter("count > 1").count()
     assert duplicates == 0
     stats = {(r["topic"], r["partition"]): (r["n"], r["lo"], r["hi"]) for r in frame.groupBy("topic", "partition")

@@ -78,7 +78,7 @@ class DeltaBatchWriter:
         rows = sink.select(frame)
         keep = plan.exclusion_predicate()
         if keep is not None:
-            log.warning("batch %d: skipping offsets %s already holds: %s", batch_id, sink.sink.name,
+            log.warning("batch %d: skipping already committed offsets of %s: %s", batch_id, sink.sink.name,
                         plan.already_committed)
             rows = rows.filter(keep)
         writer = rows.write.mode("overwrite").option("compression", self.compression)
