@@ -228,7 +228,8 @@ def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
     placed = produce_messages(broker.bootstrap_servers, topic, CLEAN)
     env = stream_env(tmp_path, broker.bootstrap_servers, topic, pipeline="sessions",
                      session_handler="test_session_stream:EventCounter")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), str(TESTS.parent), env.get("PYTHONPATH")]))
+    paths = [TESTS, TESTS.parent, TESTS.parents[1] / "bench"]  # this module imports test support and the replay
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, paths), env.get("PYTHONPATH")]))
     job = StreamProcess(env, tmp_path / "stream.log")
     job.start()
     job.wait_until(lambda: (job.settings.root("output") / SESSION_ROWS).exists()
