@@ -17,11 +17,8 @@ from deltalake import DeltaTable
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import IntervalIndex
 from streamwarden.tables.committed import Runs
-from streamwarden.tables.location import TABLES, TableLocation
-
-OFFSET_COLUMNS = ("topic", "partition", "offset")
+from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
 
 
 def read(settings: Settings, name: str, version: int | None = None) -> ds.Dataset:
@@ -118,10 +115,6 @@ def summarize(settings: Settings, name: str) -> TableSummary:
 
 def summarize_all(settings: Settings) -> list[TableSummary]:
     """Every table of the configured pipeline."""
-    names = TABLES[2:] if settings.pipeline == "records" else TABLES[:2]
+    names = (RECORDS,) if settings.pipeline == "records" else (SESSION_ROWS, QUARANTINE)
     return [summarize(settings, name) for name in names]
 
-
-def committed_index(table: DeltaTable, partitions: list[tuple[str, int]]) -> IntervalIndex:
-    """The committed offsets of ``partitions`` as the table's log records them."""
-    return Runs.read(table, partitions).index()

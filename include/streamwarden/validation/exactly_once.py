@@ -125,7 +125,7 @@ def verify_table(
         table = _cast(_empty())
         delta = None
     else:
-        delta = DeltaTable(location.uri, version=version)
+        delta = location.open(version)
         report.version = delta.version()
         present = _present_files(delta, table_root, report)
         try:
