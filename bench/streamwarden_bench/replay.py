@@ -14,11 +14,12 @@ import pyarrow as pa
 
 from streamwarden.runfiles.checkpoint import committed_offsets
 from streamwarden.tables.location import TableLocation
-from streamwarden.tables.reading import OFFSET_COLUMNS, dataset
+from streamwarden.tables.reading import dataset
 from streamwarden.wire import Table, TableSchema
 
 OFFSETS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
 """The columns every output table has: what an absent table reads as unless told otherwise."""
+OFFSET_COLUMNS = tuple(OFFSETS_SCHEMA.names)
 
 Tables = dict[str, Table]
 
