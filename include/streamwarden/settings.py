@@ -39,6 +39,9 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 
 _MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*|yarn|k8s://\S+)$")
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
+MAINTENANCE_ENV_PREFIX = "STREAMWARDEN_MAINTENANCE_"
+SIBLING_ENV_PREFIXES = (WARDEN_ENV_PREFIX, MAINTENANCE_ENV_PREFIX)
+"""Prefixes of the settings of the DAGs beside the stream: each has its own model, checked by its own loader."""
 OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN_CHAOS_KILL_AT",
                              "STREAMWARDEN_CHAOS_RAISE_AT"})
 """``STREAMWARDEN_*`` variables that are not settings: the config file, the checkout, test fault points."""
@@ -324,7 +327,8 @@ def load_settings(**overrides: Any) -> Settings:
     """
     fields = set(Settings.model_fields)
     known = {f"{ENV_PREFIX}{name.upper()}" for name in fields} | OTHER_VARIABLES
-    variables = [name for name in os.environ if name.startswith(ENV_PREFIX) and not name.startswith(WARDEN_ENV_PREFIX)]
+    variables = [name for name in os.environ
+                 if name.startswith(ENV_PREFIX) and not name.startswith(SIBLING_ENV_PREFIXES)]
     problems = unknown_names(variables, known, "environment variable")
     problems += unknown_names(list(read_config_file()), fields, f"key in {CONFIG_FILE_ENV}")
     if problems:
