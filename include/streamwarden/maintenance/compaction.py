@@ -1,0 +1,152 @@
+"""Compaction of one table, one partition per Delta commit, each commit proven before the next.
+
+Protocol for one partition (the table's maintenance lock is held, :mod:`.lock`):
+
+1. Write the journal ``<maintenance>/pending/<table>.json``: the partition, the version read, the run.
+2. ``optimize.compact`` of that partition only (a data-change-free commit carrying the run and the
+   partition in its commit info). A conflict with a concurrent commit is retried here, never in the
+   stream: the stream only appends, and a compaction does not conflict with appends.
+3. Find the commit (the newest after the version read that carries the run's mark).
+4. Prove it (:mod:`.proof`); a failed proof is reverted and raised as ``INTEGRITY`` after the revert.
+5. Delete the journal.
+
+A crash before step 2 commits leaves Parquet files no version references (vacuumed later); a crash after
+it leaves the journal, and the next run starts with :func:`finish_pending`: steps 3-5 for the journal's
+partition. Either way a crash loses at most one partition's work, and no commit goes unproven.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from deltalake import CommitProperties, WriterProperties
+from deltalake.exceptions import CommitFailedError
+
+from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.failures import IntegrityError
+from streamwarden.maintenance.plan import PartitionPlan
+from streamwarden.maintenance.proof import Proof, prove, revert
+from streamwarden.tables.location import TableLocation
+from streamwarden.testing.faults import chaos_point
+
+log = logging.getLogger("streamwarden.maintenance")
+RUN_MARK = "streamwarden.maintenance_run"
+PARTITION_MARK = "streamwarden.partition"
+COMMIT_ATTEMPTS = 5
+_COMPRESSION: dict[str, Literal["ZSTD", "SNAPPY", "GZIP", "LZ4_RAW", "UNCOMPRESSED"]] = {
+    "zstd": "ZSTD", "snappy": "SNAPPY", "gzip": "GZIP", "lz4": "LZ4_RAW", "none": "UNCOMPRESSED"}
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What compacting one partition did, with its proof."""
+
+    table: str
+    partition: str
+    version: int | None  # None: nothing to compact after all (no commit)
+    files_removed: int
+    files_added: int
+    bytes_removed: int
+    bytes_added: int
+    rows: int
+    seconds: float
+    proof: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The partition being compacted, written before its commit: what a crashed run left to prove."""
+
+    table: str
+    partition: str
+    read_version: int
+    run_id: str
+    started_at: str
+
+    @classmethod
+    def path(cls, folder: Path, table: str) -> Path:
+        return folder / "pending" / f"{table}.json"
+
+
+def new_run_id() -> str:
+    """A unique mark for one maintenance run's commits."""
+    return uuid.uuid4().hex[:16]
+
+
+def compact_partition(location: TableLocation, partition: PartitionPlan, *, folder: Path, run_id: str,
+                      target_size: int, compression: str) -> Compaction:
+    """Steps 1-5 for ``partition``."""
+    started = time.monotonic()
+    table = location.open()
+    journal = Journal(location.name, partition.label, table.version(), run_id, datetime.now(UTC).isoformat())
+    write_json_atomic(Journal.path(folder, location.name), asdict(journal))
+    properties = CommitProperties(custom_metadata={RUN_MARK: run_id, PARTITION_MARK: partition.label})
+    writer = WriterProperties(compression=_COMPRESSION[compression])
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        chaos_point("before_compaction_commit")
+        try:
+            table.optimize.compact(partition_filters=partition.filters() or None, target_size=target_size,
+                                   writer_properties=writer, commit_properties=properties)
+            break
+        except CommitFailedError as exc:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            log.warning("%s %s: compaction commit conflicted (%s); retrying (%d/%d)", location.name,
+                        partition.label, exc, attempt, COMMIT_ATTEMPTS)
+            table = location.open()
+    chaos_point("after_compaction_commit")
+    return _prove_journal(location, journal, folder, started)
+
+
+def finish_pending(location: TableLocation, folder: Path) -> Compaction | None:
+    """Steps 3-5 for what a crashed run left in the journal (None when it left nothing)."""
+    document = read_json(Journal.path(folder, location.name))
+    if document is None:
+        return None
+    journal = Journal(**document)
+    log.warning("%s: a maintenance run (%s) stopped while compacting %s; proving what it committed",
+                location.name, journal.run_id, journal.partition)
+    return _prove_journal(location, journal, folder, time.monotonic())
+
+
+def _prove_journal(location: TableLocation, journal: Journal, folder: Path, started: float) -> Compaction:
+    version = _find_commit(location, journal)
+    if version is None:
+        Journal.path(folder, location.name).unlink(missing_ok=True)
+        return Compaction(location.name, journal.partition, None, 0, 0, 0, 0, 0, time.monotonic() - started)
+    proof = prove(location, version)
+    if not proof.holds:
+        reverted = revert(location, version)
+        Journal.path(folder, location.name).unlink(missing_ok=True)
+        raise IntegrityError(
+            f"table {location.name}, partition {journal.partition}: compaction commit {version} did not keep every "
+            f"row; reverted by commit {reverted} (the partition is as it was at version {version - 1}). "
+            + "; ".join(proof.differences[:5]),
+            details={**proof.to_json(), "reverted_by": reverted, "partition": journal.partition})
+    Journal.path(folder, location.name).unlink(missing_ok=True)
+    return _result(location.name, journal.partition, proof, time.monotonic() - started)
+
+
+def _find_commit(location: TableLocation, journal: Journal) -> int | None:
+    table = location.open()
+    newer = table.version() - journal.read_version
+    if newer <= 0:
+        return None
+    for commit in table.history(newer):
+        if commit.get(RUN_MARK) == journal.run_id and commit.get(PARTITION_MARK) == journal.partition:
+            return int(commit["version"])
+    return None
+
+
+def _result(table: str, partition: str, proof: Proof, seconds: float) -> Compaction:
+    return Compaction(table, partition, proof.version, proof.before.files, proof.after.files, proof.before.bytes,
+                      proof.after.bytes, proof.after.rows, seconds, proof.to_json())

@@ -1,0 +1,83 @@
+"""The steps of one maintenance run, as the ``maintain_tables`` DAG's tasks (and ``streamwarden maintain``) call them.
+
+1. :func:`plan` — per table, the partitions worth compacting (:mod:`.plan`); in a dry run also how many
+   files a vacuum would delete.
+2. :func:`compact` — first proves what a crashed run left (:func:`.compaction.finish_pending`), then
+   compacts and proves each planned partition in turn (:func:`.compaction.compact_partition`).
+3. :func:`clean_up` — vacuum, log checkpoint and log clean-up (:mod:`.cleanup`).
+
+Each step holds each table's maintenance lock while it works on the table (:mod:`.lock`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from streamwarden.maintenance.cleanup import Cleanup, clean_table
+from streamwarden.maintenance.compaction import Compaction, compact_partition, finish_pending
+from streamwarden.maintenance.lock import table_lock
+from streamwarden.maintenance.plan import TablePlan, plan_table
+from streamwarden.maintenance.request import MaintenanceRequest
+from streamwarden.maintenance.settings import MaintenanceSettings
+from streamwarden.settings import Settings
+from streamwarden.tables.location import TableLocation
+
+log = logging.getLogger("streamwarden.maintenance")
+
+
+def maintenance_folder(settings: Settings) -> Path:
+    """``<run_root>/maintenance``: locks, the journal of the compaction in progress, the history."""
+    return settings.root("run") / "maintenance"
+
+
+def plan(settings: Settings, request: MaintenanceRequest) -> list[TablePlan]:
+    """Step 1: the plan of every requested table that exists (a table the stream has not created is left out)."""
+    plans = []
+    for name in request.tables:
+        location = TableLocation.of(settings, name)
+        table = location.open_or_none()
+        if table is None:
+            log.info("%s: no Delta table yet at %s; nothing to maintain", name, location.uri)
+            continue
+        plans.append(plan_table(table, name, small_bytes=request.small_file_bytes, min_files=request.min_files,
+                                partition_filter=request.partition_filter))
+    return plans
+
+
+def compact(settings: Settings, request: MaintenanceRequest, plans: list[TablePlan], run_id: str) -> list[Compaction]:
+    """Step 2, table by table and partition by partition; an ``INTEGRITY`` error stops the run (reverted)."""
+    folder = maintenance_folder(settings)
+    done: list[Compaction] = []
+    for table_plan in plans:
+        location = TableLocation.of(settings, table_plan.table)
+        with table_lock(folder / "locks", location.name):
+            pending = finish_pending(location, folder)
+            if pending is not None:
+                done.append(pending)
+            for number, partition in enumerate(table_plan.to_compact, 1):
+                log.info("%s: compacting %s (%d of %d): %d small files, %.1f MiB", location.name, partition.label,
+                         number, len(table_plan.to_compact), partition.small_files, partition.small_bytes / 2**20)
+                result = compact_partition(location, partition, folder=folder, run_id=run_id,
+                                           target_size=request.target_file_size,
+                                           compression=settings.output_compression)
+                log.info("%s %s: version %s, %d files -> %d, %d rows proven in %.1f s", location.name,
+                         partition.label, result.version, result.files_removed, result.files_added, result.rows,
+                         result.seconds)
+                done.append(result)
+    return done
+
+
+def clean_up(settings: Settings, maintenance: MaintenanceSettings, request: MaintenanceRequest) -> list[Cleanup]:
+    """Step 3 for every requested table that exists (in a dry run: what vacuum would delete, nothing more)."""
+    folder = maintenance_folder(settings)
+    done = []
+    for name in request.tables:
+        location = TableLocation.of(settings, name)
+        if not location.exists():
+            continue
+        with table_lock(folder / "locks", name):
+            result = clean_table(location, folder, retention_seconds=maintenance.retention, dry_run=request.dry_run)
+        log.info("%s", result.text())
+        done.append(result)
+    return done
