@@ -4,7 +4,8 @@
 referenced (those of micro-batches that crashed before their commit, or of a compaction killed before
 its commit) once they are older than the retention. A file the stream has written but not yet committed
 is seconds old, so a retention of at least an hour never touches it; a shorter (forced) retention is for
-drills with the stream stopped. delta-rs takes the retention in whole hours: it is rounded up.
+drills with the stream stopped. delta-rs takes the retention in whole hours: it is rounded up, and a
+forced retention under an hour is 0 (every file the newest version does not reference).
 
 Vacuum is refused while a compaction is unproven (a journal is pending): its removed files are the
 evidence the proof reads.
@@ -55,7 +56,7 @@ def clean_table(location: TableLocation, folder: Path, *, retention_seconds: flo
                              "Run maintain_tables again: it proves pending compactions first.",
                              details={"table": location.name})
     table = location.open()
-    hours = math.ceil(retention_seconds / HOUR)
+    hours = math.ceil(retention_seconds / HOUR) if retention_seconds >= HOUR else 0
     deleted = table.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
     checkpoint = None
     if not dry_run:

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deltalake import CommitProperties, WriterProperties
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance.plan import PartitionPlan
-from streamwarden.maintenance.proof import Proof, prove, revert
+from streamwarden.maintenance.proof import Proof, file_problems, prove, revert
 from streamwarden.tables.location import TableLocation
 from streamwarden.testing.faults import chaos_point
 
@@ -103,6 +103,9 @@ def compact_partition(location: TableLocation, partition: PartitionPlan, *, fold
             log.warning("%s %s: compaction commit conflicted (%s); retrying (%d/%d)", location.name,
                         partition.label, exc, attempt, COMMIT_ATTEMPTS)
             table = location.open()
+        except DeltaError:
+            _raise_if_files_disagree(location, journal, dict(partition.values))
+            raise
     chaos_point("after_compaction_commit")
     return _prove_journal(location, journal, folder, started)
 
@@ -134,6 +137,17 @@ def _prove_journal(location: TableLocation, journal: Journal, folder: Path, star
             details={**proof.to_json(), "reverted_by": reverted, "partition": journal.partition})
     Journal.path(folder, location.name).unlink(missing_ok=True)
     return _result(location.name, journal.partition, proof, time.monotonic() - started)
+
+
+def _raise_if_files_disagree(location: TableLocation, journal: Journal, partition: dict[str, str | None]) -> None:
+    """A compaction that failed reading its files: INTEGRITY, naming them, when they disagree with the log."""
+    problems = file_problems(location, journal.read_version, partition)
+    if problems:
+        raise IntegrityError(
+            f"table {location.name}, partition {journal.partition}: files differ from what the Delta log says of "
+            f"them (replaced or truncated outside the log); nothing was compacted. {'; '.join(problems[:5])}",
+            details={"table": location.name, "partition": journal.partition, "problems": problems,
+                     "version": journal.read_version})
 
 
 def _find_commit(location: TableLocation, journal: Journal) -> int | None:

@@ -78,6 +78,13 @@ def prove(location: TableLocation, version: int) -> Proof:
     return Proof(location.name, version, printed_before, printed_after, tuple(differences))
 
 
+def file_problems(location: TableLocation, version: int, partition: dict[str, str | None]) -> list[str]:
+    """The files of ``partition`` at ``version`` whose size, rows or offsets disagree with the log."""
+    table = location.open(version)
+    files = [_logged(a) for a in _files(table).values() if (a["partition"] or {}) == partition]
+    return fingerprint(files, filesystem(location), _file_schema(table), partition).problems
+
+
 def revert(location: TableLocation, version: int) -> int:
     """Undo compaction commit ``version`` by a new commit (removed files back, added files out); its version."""
     before, after = location.open(version - 1), location.open(version)
