@@ -47,7 +47,12 @@ class PartitionPlan:
         return [(name, "=", value) for name, value in self.values if value is not None]
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "values": dict(self.values), "label": self.label}
+        return {**asdict(self), "values": [list(v) for v in self.values], "label": self.label}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> PartitionPlan:
+        fields = {k: v for k, v in document.items() if k != "label"}
+        return cls(**{**fields, "values": tuple((name, value) for name, value in document["values"])})
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,11 @@ class TablePlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"table": self.table, "version": self.version, "partitions": [p.to_json() for p in self.partitions]}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> TablePlan:
+        return cls(document["table"], document["version"],
+                   tuple(PartitionPlan.from_json(p) for p in document["partitions"]))
 
 
 def parse_partition_filter(text: str) -> dict[str, str]:

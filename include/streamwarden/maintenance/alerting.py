@@ -1,0 +1,32 @@
+"""What a person is told when a maintenance run fails: the failure class, the evidence, the next action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamwarden.warden.alerts import Alert
+
+_NEXT_ACTIONS = {
+    "INTEGRITY": (
+        "Nothing was lost: a compaction whose proof failed is reverted, and a compaction that could not read its "
+        "files committed nothing. The evidence names the files that differ from the Delta log: find who or what "
+        "changed them (`streamwarden tables`, the object store's audit log). Until then keep maintenance off the "
+        "partition: trigger maintain_tables with Params tables=[<table>] and a partition_filter of the other "
+        "partitions, or pause the DAG. Then trigger validate_output to reconcile the table with Kafka."),
+    "CONFIG": ("Fix the Param or setting named in the message (STREAMWARDEN_MAINTENANCE_* on the workers), then "
+               "trigger maintain_tables again; nothing was changed."),
+    "ENVIRONMENT": ("Another maintenance run holds the table, or storage failed. Wait for the other run (one per "
+                    "table at a time), check the storage, then trigger maintain_tables again; a compaction left "
+                    "unproven is proven first by the next run."),
+}
+_DEFAULT_ACTION = ("Read the task log and the failure document. A compaction the run committed but did not prove "
+                   "is proven first by the next run: trigger maintain_tables again once the cause is fixed.")
+
+
+def failure_alert(failure: dict[str, Any], *, source: str, task: str) -> Alert:
+    """The alert for a failed maintenance step (``failure``: a failure document's JSON)."""
+    failure_class = str(failure.get("failure_class") or "BUG")
+    verdict = {"label": f"MAINTENANCE_FAILED({failure_class})", "task": task}
+    return Alert("critical", f"maintain_tables: {task} failed ({failure_class}): {failure.get('message', '')}"[:300],
+                 verdict, failure_class, failure, {}, _NEXT_ACTIONS.get(failure_class, _DEFAULT_ACTION),
+                 source=source, key=None)

@@ -1,0 +1,155 @@
+"""The steps of ``maintain_tables`` as operators: plan, compact and prove, vacuum, report.
+
+The work is done by :mod:`streamwarden.maintenance.steps`; these read the run's Params and the previous
+step's XCom, call the step, log what it did, and push the result. A step that fails pushes its failure
+document (XCom key ``failure``) so that ``record_report`` can alert with the class, the evidence and
+the next action, and record the run in ``<run_root>/maintenance/history.jsonl``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from streamwarden.failures import classify
+from streamwarden.maintenance import steps
+from streamwarden.maintenance.alerting import failure_alert
+from streamwarden.maintenance.cleanup import Cleanup
+from streamwarden.maintenance.compaction import Compaction, new_run_id
+from streamwarden.maintenance.plan import TablePlan
+from streamwarden.maintenance.report import MaintenanceReport, append_history
+from streamwarden.maintenance.request import MaintenanceRequest, request_from_params
+from streamwarden_airflow.hooks.tables import DeltaTablesHook
+
+log = logging.getLogger("streamwarden.maintenance")
+COMPACTIONS = AssetAlias("streamwarden-compactions")
+"""Each compacted table gets one asset event (its figures as the extra) through this alias."""
+T = TypeVar("T")
+
+
+def table_asset(hook: DeltaTablesHook, table: str) -> Asset:
+    """The Airflow asset of an output table (named ``streamwarden.<table>``)."""
+    uri = hook.location(table).uri
+    return Asset(name=f"streamwarden.{table}", uri=uri if "://" in uri else f"file://{uri}", group="streamwarden")
+
+
+def _step(context: Context, work: Callable[[], T]) -> T:
+    """Run ``work``; on failure push its failure document for ``record_report`` and fail without retry."""
+    try:
+        return work()
+    except Exception as exc:
+        document = classify(exc).to_json()
+        context["ti"].xcom_push(key="failure", value=document)
+        raise AirflowFailException(f"{document['failure_class']}: {document['message']}") from exc
+
+
+def _plans(context: Context, plan_task_id: str) -> tuple[str, MaintenanceRequest, list[TablePlan]]:
+    planned = context["ti"].xcom_pull(task_ids=plan_task_id)
+    return (planned["run_id"], MaintenanceRequest.from_json(planned["request"]),
+            [TablePlan.from_json(p) for p in planned["plans"]])
+
+
+class PlanCompactionOperator(BaseOperator):
+    """Checks the run's Params, then plans each table: partitions, small files, whether compaction pays.
+
+    The plan is logged as a table and pushed to XCom with the checked request and a run id. Nothing is
+    changed. A bad Param fails here, naming it.
+    """
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            hook = DeltaTablesHook()
+            request = request_from_params(context.get("params") or {}, hook.settings, hook.maintenance)
+            plans = steps.plan(hook.settings, request)
+            run_id = new_run_id()
+            log.info("plan (target %d MiB, small below %d MiB, at least %d small files)%s:\n%s",
+                     request.target_file_size // 2**20, request.small_file_bytes // 2**20, request.min_files,
+                     ", dry run" if request.dry_run else "",
+                     MaintenanceReport.build(run_id, dry_run=request.dry_run, outcome="planned", plans=plans,
+                                             compactions=[], cleanups=[]).text())
+            return {"run_id": run_id, "request": request.to_json(), "plans": [p.to_json() for p in plans]}
+        return _step(context, work)
+
+
+class CompactPartitionsOperator(BaseOperator):
+    """Compacts each planned partition (one Delta commit each) and proves every commit; skipped in a dry run.
+
+    Emits one asset event per compacted table through :data:`COMPACTIONS`, its figures as the extra.
+
+    :param plan_task_id: the :class:`PlanCompactionOperator` task
+    """
+
+    def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
+        super().__init__(outlets=[COMPACTIONS], **kwargs)
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        run_id, request, plans = _plans(context, self.plan_task_id)
+        if request.dry_run:
+            raise AirflowSkipException("dry run: the plan is in plan_compaction's log; nothing compacted")
+        hook = DeltaTablesHook()
+        done = _step(context, lambda: steps.compact(hook.settings, request, plans, run_id))
+        report = MaintenanceReport.build(run_id, dry_run=False, outcome="compacted", plans=plans, compactions=done,
+                                         cleanups=[])
+        for table, totals in report.table_totals().items():
+            if totals["partitions_compacted"]:
+                context["outlet_events"][COMPACTIONS].add(table_asset(hook, table), extra=totals)
+        return [c.to_json() for c in done]
+
+
+class CleanUpTablesOperator(BaseOperator):
+    """Vacuums files no kept version references, checkpoints the log and drops expired log files; in a dry
+    run only counts what vacuum would delete.
+
+    :param plan_task_id: the :class:`PlanCompactionOperator` task (for the tables and the dry run)
+    """
+
+    def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
+        super().__init__(trigger_rule="none_failed", **kwargs)  # a dry run skips compaction: list what would go
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        _, request, _ = _plans(context, self.plan_task_id)
+        hook = DeltaTablesHook()
+        return [c.to_json() for c in _step(context, lambda: steps.clean_up(hook.settings, hook.maintenance, request))]
+
+
+class MaintenanceReportOperator(BaseOperator):
+    """Records the run (whatever the other steps did): a table in the log, XCom, ``history.jsonl``;
+    alerts and fails when a step failed.
+
+    :param plan_task_id, compact_task_id, clean_up_task_id: the steps whose results it reports
+    """
+
+    def __init__(self, *, plan_task_id: str, compact_task_id: str, clean_up_task_id: str, **kwargs: Any) -> None:
+        super().__init__(trigger_rule="all_done", **kwargs)
+        self.step_ids = (plan_task_id, compact_task_id, clean_up_task_id)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ti = context["ti"]
+        plan_id, compact_id, clean_id = self.step_ids
+        planned = ti.xcom_pull(task_ids=plan_id) or {"run_id": "-", "request": None, "plans": []}
+        request = MaintenanceRequest.from_json(planned["request"]) if planned["request"] else None
+        failures = {task: ti.xcom_pull(task_ids=task, key="failure") for task in self.step_ids}
+        failed = {task: document for task, document in failures.items() if document}
+        outcome = "; ".join(f"{t} failed ({d['failure_class']})" for t, d in failed.items()) or (
+            "dry run" if request is not None and request.dry_run else "ok")
+        report = MaintenanceReport.build(
+            planned["run_id"], dry_run=bool(request and request.dry_run), outcome=outcome,
+            plans=[TablePlan.from_json(p) for p in planned["plans"]],
+            compactions=[Compaction(**c) for c in ti.xcom_pull(task_ids=compact_id) or []],
+            cleanups=[Cleanup(**c) for c in ti.xcom_pull(task_ids=clean_id) or []])
+        hook = DeltaTablesHook()
+        append_history(steps.maintenance_folder(hook.settings) / "history.jsonl", report)
+        log.info("maintenance report:\n%s", report.text())
+        run = context.get("dag_run")
+        source = f"{run.dag_id}/{run.run_id}" if run is not None else ""
+        for task, document in failed.items():
+            hook.send_alert(failure_alert(document, source=source, task=task))
+        if failed:
+            raise AirflowFailException(f"maintenance failed: {outcome}; alert sent, see the report above")
+        return report.to_json()
