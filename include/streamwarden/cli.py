@@ -73,6 +73,19 @@ def _tables(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _maintain(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.maintenance import steps
+    from streamwarden.maintenance.request import request_from_params
+    from streamwarden.maintenance.settings import load_maintenance_settings
+
+    maintenance = load_maintenance_settings()
+    params = {"tables": args.table, "partition_filter": args.partition_filter, "dry_run": args.dry_run,
+              "target_file_size_mib": args.target_file_size_mib, "min_files": args.min_files}
+    report = steps.run(settings, maintenance, request_from_params(params, settings, maintenance))
+    print(json.dumps(report.to_json(), indent=2, sort_keys=True) if args.json else report.text())
+    return 0
+
+
 def _up(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.local.up import run_platform
 
@@ -121,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("table", nargs="?", help="one table (default: every table of the pipeline)")
     tables.add_argument("--json", action="store_true", help="print JSON instead of text")
     tables.set_defaults(func=_tables)
+    maintain = sub.add_parser("maintain", help="compact small files (proving every row kept), vacuum, checkpoint: "
+                              "one maintain_tables run")
+    maintain.add_argument("--table", action="append", help="a table to maintain (repeatable; default: all)")
+    maintain.add_argument("--partition-filter", default="", help="column=value,... (default: every partition)")
+    maintain.add_argument("--target-file-size-mib", type=int, help="size compacted files aim at")
+    maintain.add_argument("--min-files", type=int, help="compact a partition with at least this many small files")
+    maintain.add_argument("--dry-run", action="store_true", help="plan only; show what vacuum would delete")
+    maintain.add_argument("--json", action="store_true", help="print the report as JSON")
+    maintain.set_defaults(func=_maintain)
     up = sub.add_parser("up", help="run the whole local platform (broker, producer, Airflow, stream)")
     platform_up.add_arguments(up)
     up.set_defaults(func=_up)

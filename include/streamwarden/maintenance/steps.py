@@ -6,7 +6,8 @@
    compacts and proves each planned partition in turn (:func:`.compaction.compact_partition`).
 3. :func:`clean_up` — vacuum, log checkpoint and log clean-up (:mod:`.cleanup`).
 
-Each step holds each table's maintenance lock while it works on the table (:mod:`.lock`).
+Each step holds each table's maintenance lock while it works on the table (:mod:`.lock`). :func:`run`
+runs the three in turn and records the report (what ``streamwarden maintain`` does).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from streamwarden.failures import StreamwardenError
 from streamwarden.maintenance.cleanup import Cleanup, clean_table
-from streamwarden.maintenance.compaction import Compaction, compact_partition, finish_pending
+from streamwarden.maintenance.compaction import Compaction, compact_partition, finish_pending, new_run_id
 from streamwarden.maintenance.lock import table_lock
 from streamwarden.maintenance.plan import TablePlan, plan_table
+from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest
 from streamwarden.maintenance.settings import MaintenanceSettings
 from streamwarden.settings import Settings
@@ -81,3 +84,28 @@ def clean_up(settings: Settings, maintenance: MaintenanceSettings, request: Main
         log.info("%s", result.text())
         done.append(result)
     return done
+
+
+def run(settings: Settings, maintenance: MaintenanceSettings, request: MaintenanceRequest) -> MaintenanceReport:
+    """Steps 1-3 in turn (compaction skipped in a dry run); the report is appended to the history.
+
+    A failing step is recorded too (its failure class as the outcome), then its error propagates.
+    """
+    run_id = new_run_id()
+    plans: list[TablePlan] = []
+    compactions: list[Compaction] = []
+    cleanups: list[Cleanup] = []
+    outcome = "dry run" if request.dry_run else "ok"
+    try:
+        plans = plan(settings, request)
+        if not request.dry_run:
+            compactions = compact(settings, request, plans, run_id)
+        cleanups = clean_up(settings, maintenance, request)
+    except StreamwardenError as exc:
+        outcome = f"failed ({exc.failure_class.value}): {exc.message}"
+        raise
+    finally:
+        report = MaintenanceReport.build(run_id, dry_run=request.dry_run, outcome=outcome, plans=plans,
+                                         compactions=compactions, cleanups=cleanups)
+        append_history(maintenance_folder(settings) / "history.jsonl", report)
+    return report
