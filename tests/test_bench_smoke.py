@@ -33,6 +33,7 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     assert {"date", "host", "versions", "elapsed_s"} <= results["meta"].keys()
     main = results["main"]
     assert main["workload"]["messages"] == 3000 and main["quix"] == {"skipped": "disabled (--no-quix)"}
+    assert "sinks" not in main  # the sink comparison (an earlier commit's job) is opt-in: --compare-sink-ref
     for engine in ("baseline", "streamwarden"):
         verdict = main[engine]["verification"]
         assert verdict["ok"] is True and verdict["problems"] == [], verdict

@@ -29,10 +29,12 @@ import pyspark
 from streamwarden.local.broker import LocalBroker
 
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
-from .report import chart, markdown, ratios
+from .report import chart, markdown, rate, ratios
+from .sinks import alternate, run_ref, summary
+from .source import Checkout, checkout, state
 from .stream import run_latency_and_restart, run_throughput
 from .verify import verify_streamwarden
-from .workload import WorkloadSpec, generate
+from .workload import Workload, WorkloadSpec, generate
 
 
 def _ints(text: str) -> list[int]:
@@ -64,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--scaling-rows", type=int, default=10, help="rows per snapshot in the scaling runs")
     add("--scaling-messages", type=int, default=500_000)
     add("--scaling-quix", action="store_true", help="run the peer in the scaling series too")
+    add("--compare-sink-ref", metavar="REF", default=None,
+        help="also run the job of commit REF (e.g. aa2af02, the manifest sink) on the main workload, alternating "
+             "with today's job, and report the ratio of the medians (off by default: ~2 more minutes per run)")
+    add("--sink-repeats", type=int, default=2, metavar="N", help="runs per sink in that comparison (default 2)")
     add("--timeout", type=float, default=3600.0, help="seconds any one engine may take")
     add("--results-dir", type=Path, default=BENCH / "results")
     add("--work-dir", type=Path, default=None, help="scratch folder (default: a temporary one, removed)")
@@ -80,6 +86,7 @@ class Bench:
         self.say = say
         self.quix_skipped = "disabled (--no-quix)" if args.no_quix else quix_unavailable(args.quix_python)
         self.run_id = f"{os.getpid():x}"
+        self.ref: Checkout | None = checkout(args.compare_sink_ref, work) if args.compare_sink_ref else None
 
     def spec(self, name: str, **changes: Any) -> WorkloadSpec:
         a = self.args
@@ -88,8 +95,13 @@ class Bench:
                             messages=a.messages, seed=a.seed, pad_to=a.pad_to)
         return replace(base, **changes)
 
-    def case(self, name: str, spec: WorkloadSpec, *, quix: bool, full: bool) -> dict[str, Any]:
-        """Produce ``spec`` and measure every engine on it; each engine's failure is recorded, not raised."""
+    def case(self, name: str, spec: WorkloadSpec, *, quix: bool, full: bool, sinks: bool = False) -> dict[str, Any]:
+        """Produce ``spec`` and measure every engine on it; each engine's failure is recorded, not raised.
+
+        With ``sinks`` (and a ref to compare with), the sink comparison runs after the baseline and the peer;
+        without the latency phase its first Delta run is the Streamwarden result, with it (which produces
+        more messages) the Streamwarden run follows the comparison.
+        """
         folder = self.work / name
         self.say(f"[{name}] producing {spec.messages:,} messages ({spec.topics} topics, {spec.sessions} sessions)")
         workload = generate(spec, self.bootstrap)
@@ -102,20 +114,46 @@ class Bench:
             runs.append(("quix", lambda: run_quix(workload, folder / "quix", self.args.quix_python, self.args.timeout)))
         else:
             case["quix"] = {"skipped": self.quix_skipped or "not in this series"}
-        runs.append(("streamwarden", lambda: self.streamwarden(workload, folder / "streamwarden", full)))
         for engine, run in runs:
-            self.say(f"[{name}] {engine}")
-            try:
-                case[engine] = run()
-            except Exception as exc:  # recorded; the other engines still run
-                case[engine] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
-            self.say(f"[{name}] {engine}: {_brief(case[engine])}")
+            self.measure(name, case, engine, run)
+        compare = self.ref if sinks else None
+        if compare is not None:
+            series = self.sink_series(workload, folder, compare)
+            case["sinks"] = {"ref": {k: str(v) for k, v in asdict(compare).items()}, "runs": series,
+                             **summary(series, rate(case.get("baseline")))}
+        if compare is not None and not full:
+            case["streamwarden"] = next(r for r in case["sinks"]["runs"] if r["sink"] == "delta")
+        else:
+            self.measure(name, case, "streamwarden",
+                         lambda: self.streamwarden(workload, folder / "streamwarden", full))
         case["ratios"] = ratios(case)
         return case
 
+    def measure(self, name: str, case: dict[str, Any], engine: str, run: Callable[[], dict[str, Any]]) -> None:
+        self.say(f"[{name}] {engine}")
+        try:
+            case[engine] = run()
+        except Exception as exc:  # recorded; the other engines still run
+            case[engine] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
+        self.say(f"[{name}] {engine}: {_brief(case[engine])}")
+
+    def sink_series(self, workload: Any, folder: Path, ref: Checkout) -> list[dict[str, Any]]:
+        """Today's job and the ref's, alternating, throughput only, each from a cold start on the backlog."""
+        a = self.args
+        return alternate({
+            "delta": lambda i: self.streamwarden(workload, folder / f"sinks-delta-{i}", False),
+            "ref": lambda i: run_ref(ref, workload, folder / f"sinks-ref-{i}", max_offsets=self.max_offsets(workload),
+                                     trigger=a.trigger, timeout=a.timeout),
+        }, a.sink_repeats, self.say)
+
+    def max_offsets(self, workload: Workload) -> int:
+        """The batch size cap: at most a quarter of the workload, so that >= 3 batches follow the first."""
+        cap: int = self.args.max_offsets_per_trigger
+        return min(cap, -(-workload.messages // 4))
+
     def streamwarden(self, workload: Any, home: Path, full: bool) -> dict[str, Any]:
         a = self.args
-        max_offsets = min(a.max_offsets_per_trigger, -(-workload.messages // 4))  # >= 3 batches after the first
+        max_offsets = self.max_offsets(workload)
         job, result = run_throughput(workload, home, max_offsets, a.trigger, a.timeout)
         result["max_offsets_per_trigger"] = max_offsets
         ends, expected = workload.ends, workload.expected
@@ -165,6 +203,7 @@ def all_verified(results: dict[str, Any]) -> bool:
     """Every engine that ran was verified correct (none failed)."""
     cases = [results["main"], *results.get("scaling", [])]
     ran = [c[e] for c in cases for e in ("baseline", "streamwarden", "quix") if e in c and "skipped" not in c[e]]
+    ran += [r for c in cases for r in c.get("sinks", {}).get("runs", [])]
     return all(r.get("verification", {}).get("ok") for r in ran)
 
 
@@ -183,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "meta": {"date": now.strftime("%Y-%m-%d"), "started_at": now.isoformat(), "host": socket.gethostname(),
                  "cpus": os.cpu_count(), "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
+                 "source": state(),
                  "command": sys.argv,
                  "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                  "notes": "absolute numbers are noisy (shared 2-core machine); compare ratios within one run"},
@@ -204,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             if bench.quix_skipped:
                 say(f"Quix Streams not run: {bench.quix_skipped}")
             results["meta"]["versions"] = _versions(None if bench.quix_skipped else args.quix_python)
-            results["main"] = bench.case("main", bench.spec("m"), quix=True, full=not args.skip_latency)
+            results["main"] = bench.case("main", bench.spec("m"), quix=True, full=not args.skip_latency,
+                                         sinks=True)
             save()
             for case in [] if args.skip_scaling else bench.scaling():
                 results["scaling"].append(case)

@@ -46,7 +46,7 @@ def run_baseline(workload: Workload, folder: Path, timeout: float) -> dict[str, 
     env = {"PYTHONPATH": str(BENCH)}
     result = run_measured([sys.executable, "-m", "streamwarden_bench.baseline", str(folder / "rows")],
                           {"bootstrap": workload.bootstrap, "ends": ends}, folder, timeout,
-                          env={**_base_env(), **env})
+                          env={**child_env(), **env})
     result["verification"] = verify_baseline(folder / "rows", workload.ends, workload.expected).to_json()
     return result
 
@@ -74,11 +74,12 @@ def run_quix(workload: Workload, folder: Path, python: Path, timeout: float, idl
     job = {"bootstrap": workload.bootstrap, "topics": sorted(workload.ends), "group": f"{workload.spec.prefix}-quix",
            "directory": "quix_rows", "idle_timeout": idle_timeout}
     result = run_measured([str(python), str(Path(__file__).with_name("quix_peer.py"))], job, folder, timeout,
-                          env=_base_env())
+                          env=child_env())
     result["version"] = quix_version(python)
     result["verification"] = verify_quix(folder / "quix_rows", workload.ends, workload.expected).to_json()
     return result
 
 
-def _base_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """This environment without Streamwarden settings or a Python path (each child is given its own)."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("STREAMWARDEN_", "PYTHONPATH"))}

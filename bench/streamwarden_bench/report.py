@@ -59,6 +59,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"Delta commit of a batch to {table} (driver: list files, read footers, commit): "
                      f"p50 {times.get('p50')} ms, p95 {times.get('p95')} ms, max {times['max']} ms "
                      f"({times['commits']} commits).")
+    if "sinks" in main:
+        lines += ["", *sink_lines(main["sinks"], base)]
     if results.get("scaling"):
         lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
                   "| RSS MiB baseline / streamwarden / quix |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -69,6 +71,33 @@ def markdown(results: dict[str, Any]) -> str:
                          f"| {_cell(case['ratios']['streamwarden_vs_baseline'])} | {_cell(rate(case.get('quix')))} "
                          f"| {rss} |")
     return "\n".join(lines) + "\n"
+
+
+def sink_lines(sinks: dict[str, Any], base: float | None) -> list[str]:
+    """The sink comparison: every run in order, then the medians and their ratios."""
+    ref = sinks["ref"]
+    names = {"delta": "delta (today)", "ref": f"{ref['ref']}"}
+    lines = [f"Sink comparison, alternating on this workload: today's job (Delta sink) and the job of "
+             f"{ref['ref']} ({ref['commit'][:12]}: {ref['subject']}).", "",
+             "| run | sink | msg/s (steady) | commit to commit msg/s | x baseline | addBatch ms per batch "
+             "| Delta commit ms p50 / p95 | load average at start | verified |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in sinks["runs"]:
+        r = rate(run)
+        commit = ", ".join(f"{table} {t.get('p50')} / {t.get('p95')}"
+                           for table, t in sorted(run.get("delta_commit_ms", {}).items())) or "-"
+        verified = run.get("verification", {}).get("ok", run.get("error", "?"))
+        lines.append(f"| {run['repeat']} | {names[run['sink']]} | {_cell(run.get('msg_per_s'))} "
+                     f"| {_cell(run.get('commit_to_commit_msg_per_s'))} "
+                     f"| {_cell(round(r / base, 3) if r and base else None)} "
+                     f"| {_cell(run.get('durations_ms_per_batch', {}).get('addBatch'))} | {commit} "
+                     f"| {run['load_average_at_start'][0]} | {verified} |")
+    medians, c2c, x_base = sinks["median_msg_per_s"], sinks["median_commit_to_commit_msg_per_s"], sinks["x_baseline"]
+    lines += ["", "Medians: " + "; ".join(
+        f"{names[s]} {_cell(medians[s])} msg/s ({_cell(x_base[s])} x baseline; commit to commit {_cell(c2c[s])})"
+        for s in ("delta", "ref")) + f". Delta / {ref['ref']}: {_cell(sinks['delta_vs_ref'])} "
+        f"(within 10%: {sinks['delta_within_10_percent']})."]
+    return lines
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
