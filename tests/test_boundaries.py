@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.failures", "streamwarden.wire",
-          "streamwarden.atomic", "streamwarden.processes")
+          "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage")
 
 
 @dataclass(frozen=True)

@@ -18,4 +18,5 @@ def test_the_core_is_grouped_into_capability_folders() -> None:
     folders = {p.name for p in CORE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     assert {"stream", "warden", "runfiles", "kafka", "local", "validation", "testing", "tables"} <= folders
     flat = sorted(p.stem for p in CORE.glob("*.py"))
-    assert flat == ["__init__", "__main__", "atomic", "cli", "failures", "processes", "secrets", "settings", "wire"]
+    assert flat == ["__init__", "__main__", "atomic", "cli", "failures", "processes", "secrets", "settings", "storage",
+                    "wire"]

@@ -40,7 +40,9 @@ def _files_under(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("key", ["sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.password",
-                                 "ssl.keystore.key", "spark.hadoop.fs.s3a.secret.key", "api_token", "Password"])
+                                 "ssl.keystore.key", "spark.hadoop.fs.s3a.secret.key", "api_token", "Password",
+                                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "azure_storage_account_key",
+                                 "AZURE_STORAGE_SAS_KEY", "access_key", "GOOGLE_SERVICE_ACCOUNT_KEY"])
 def test_secret_keys_are_recognised(key: str) -> None:
     assert is_secret_key(key)
     assert redact({key: MARKER, "bootstrap.servers": "b:9092"}) == {key: MASK, "bootstrap.servers": "b:9092"}
@@ -52,6 +54,7 @@ def test_secret_keys_are_recognised(key: str) -> None:
     f"sasl.password={MARKER}; retrying",
     f"posting to https://alerts:{MARKER}@hooks.example/path failed",
     f"api_token: {MARKER}",
+    f'storage options {{"azure_storage_account_key": "{MARKER}", "AWS_REGION": "eu-west-1"}}',
 ])
 def test_secret_values_are_scrubbed_from_free_text(text: str) -> None:
     assert MARKER not in scrub(text) and MASK in scrub(text)

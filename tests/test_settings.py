@@ -89,3 +89,62 @@ def test_stream_with_invalid_settings_documents_a_config_failure(tmp_path: Path)
     failure = read_failure(tmp_path / "run" / "last_failure.json")
     assert failure is not None and failure.failure_class is FailureClass.CONFIG
     assert "STREAMWARDEN_TRIGGER_INTERVAL" in failure.message
+
+
+@pytest.mark.parametrize(("given", "uri", "delta", "spark"), [
+    ("s3://lake/out", "s3://lake/out", "s3://lake/out/t", "s3a://lake/out/t"),
+    ("s3a://lake//out/", "s3a://lake/out", "s3://lake/out/t", "s3a://lake/out/t"),
+    ("S3://lake", "s3://lake", "s3://lake/t", "s3a://lake/t"),
+    ("gs://my-bucket/a/b", "gs://my-bucket/a/b", "gs://my-bucket/a/b/t", "gs://my-bucket/a/b/t"),
+    ("abfss://data@acct01.dfs.core.windows.net/out", "abfss://data@acct01.dfs.core.windows.net/out",
+     "abfss://data@acct01.dfs.core.windows.net/out/t", "abfss://data@acct01.dfs.core.windows.net/out/t"),
+    ("az://data/out", "az://data/out", "az://data/out/t", "abfss://data@acct01.dfs.core.windows.net/out/t"),
+])
+def test_an_object_store_output_root_is_a_uri_for_each_side(tmp_path: Path, given: str, uri: str, delta: str,
+                                                              spark: str) -> None:
+    from streamwarden.storage import StoreUri
+
+    settings = load_settings(home=tmp_path, output_root=given,
+                             storage_options={"AZURE_STORAGE_ACCOUNT_NAME": "acct01"})
+    location = settings.output_location
+    assert isinstance(location, StoreUri) and str(location) == uri == settings.output_root
+    assert (location / "t").delta_uri == delta and (location / "t").spark_uri(settings.storage_options) == spark
+    assert settings.to_env()["STREAMWARDEN_OUTPUT_ROOT"] == uri
+    assert not (tmp_path / "output").exists()
+    with pytest.raises(ValueError, match="not a local folder"):
+        settings.root("output")
+
+
+def test_a_file_uri_output_root_is_a_local_folder_with_every_check(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path, output_root=f"file://{tmp_path}/out")
+    assert settings.root("output") == settings.output_location == tmp_path / "out"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SettingsError, match="exists and is not a folder"):
+        load_settings(home=tmp_path, output_root=f"file://{tmp_path}/afile")
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("hdfs://namenode/out", "unknown scheme 'hdfs'; allowed: a local path, file://, s3://"),
+    ("s3://", "s3:// needs a bucket or container"),
+    ("gs:///out", "gs:// needs a bucket or container"),
+    ("s3:/lake/out", "s3: must be followed by //"),
+    ("s3://Lake/out", "'Lake' is not a bucket or container name"),
+    ("s3://lake/a/../b", "must not contain . or .. segments"),
+    ("s3://lake/out?versionId=1", "no query"),
+    ("abfss://data/out", "abfss:// needs the account"),
+    ("az://data/out", "az:// needs the account: give azure_storage_account_name in STREAMWARDEN_STORAGE_OPTIONS"),
+    ("file://host/out", "file:///absolute/path (no host)"),
+])
+def test_an_invalid_output_uri_names_the_variable(tmp_path: Path, value: str, says: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings(home=tmp_path, output_root=value)
+    assert f"STREAMWARDEN_OUTPUT_ROOT={value!r}" in str(error.value) and says in str(error.value)
+
+
+def test_credentials_in_the_output_uri_are_refused_and_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings(home=tmp_path, output_root="s3://AKIAEXAMPLE:wJalrXUtnFEMIexample@lake/out",
+                      storage_options={"AWS_SECRET_ACCESS_KEY": "moto-dummy-secret-7f3a"})
+    message = str(error.value)
+    assert "credentials do not belong in the URI" in message and "STREAMWARDEN_STORAGE_OPTIONS" in message
+    assert "wJalrXUtnFEMIexample" not in message and "moto-dummy-secret-7f3a" not in message

@@ -1,7 +1,8 @@
 """Secrets never leave: which keys hold secrets, and the masking every message, document and alert goes through.
 
 A value is secret when its key looks secret (``*password*``, ``*secret*``, ``*token*``, ``sasl.*``,
-``ssl.*key*``, ``*credential*``) or when it is the password of a URL (``https://user:pass@host``).
+``ssl.*key*``, ``*credential*``, and the ``*api_key*``, ``*access_key*``, ``*account_key*``, ``*master_key*``,
+``*sas_key*`` of object stores) or when it is the password of a URL (``https://user:pass@host``).
 Two defences, both applied wherever text leaves the process (stderr, ``last_failure.json``, ``status``,
 alerts, task logs, XCom):
 
@@ -30,10 +31,12 @@ from typing import Any
 MASK = "***"
 ENV_PREFIX = "STREAMWARDEN_"
 CONFIG_FILE_ENV = "STREAMWARDEN_CONFIG_FILE"
-_SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|api[._-]?key|^sasl\.|^ssl\..*key", re.I)
+_SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|(?:api|access|account|master|sas)[._-]?key|"
+                         r"^sasl\.|^ssl\..*key", re.I)
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][\w+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]+)@")
 _KEY_VALUE = re.compile(
-    r"""(?P<key>["']?(?P<name>[\w.-]*(?:password|passwd|secret|token|credential|api[._-]?key)[\w.-]*|sasl\.[\w.-]+|"""
+    r"""(?P<key>["']?(?P<name>[\w.-]*(?:password|passwd|secret|token|credential|(?:api|access|account|master|sas)"""
+    r"""[._-]?key)[\w.-]*|sasl\.[\w.-]+|"""
     r"""ssl\.[\w.-]*key[\w.-]*)["']?\s*[:=]\s*)(?P<quote>["'])?(?P<value>(?(quote)[^"']*|[^\s,;}&]*))""",
     re.I,
 )

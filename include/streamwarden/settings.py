@@ -28,6 +28,7 @@ from pydantic_settings import (
 )
 
 from streamwarden.secrets import scrub
+from streamwarden.storage import StoreUri, azure_account, parse_output_root
 from streamwarden.wire import DEMO_SCHEMA, SchemaError, TableSchema
 
 ENV_PREFIX = "STREAMWARDEN_"
@@ -87,7 +88,9 @@ class Settings(BaseSettings):
         description="Extra librdkafka client settings (security.protocol, sasl.*, ssl.*), JSON in the env.",
     )
     topic_pattern: str = Field("sites-.*", min_length=1, description="Regex of the topics to read (full match).")
-    output_root: Path | None = Field(None, description="Where Parquet tables land (default <home>/output).")
+    output_root: Path | str | None = Field(
+        None, description="Where the Delta tables land (default <home>/output): a local path, or an object-store "
+        "URI (s3://, s3a://, gs://, az://, abfss://), kept as its normalized text (see output_location).")
     checkpoint_root: Path | None = Field(None, description="Spark checkpoints and the lease (<home>/checkpoint).")
     state_root: Path | None = Field(None, description="Local state-store scratch space (<home>/state).")
     run_root: Path | None = Field(
@@ -197,6 +200,14 @@ class Settings(BaseSettings):
             raise ValueError("must not be empty (an empty path would mean the current folder)")
         return value
 
+    @field_validator("output_root", mode="before")
+    @classmethod
+    def _output_root(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value.strip():
+            return value  # a Path, None, or empty (refused by _path)
+        parsed = parse_output_root(value)
+        return str(parsed) if isinstance(parsed, StoreUri) else parsed
+
     @field_validator("trigger_interval", "read_timeout", "lateness", "session_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
@@ -256,24 +267,40 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _roots(self) -> Settings:
         home = self.home.expanduser().absolute()
+        folders = ["home"]
         for name in ("output_root", "checkpoint_root", "state_root", "run_root"):
             value = getattr(self, name)
+            if isinstance(value, str):  # an object-store URI, normalized by _output_root
+                continue
             resolved = (home / name.removesuffix("_root")) if value is None else Path(value).expanduser()
             object.__setattr__(self, name, resolved.absolute())
+            folders.append(name)
         object.__setattr__(self, "home", home)
         problems = [f"invalid setting {ENV_PREFIX}{name.upper()}={str(getattr(self, name))!r}: {problem}"
-                    for name in ("home", "output_root", "checkpoint_root", "state_root", "run_root")
-                    if (problem := folder_problem(getattr(self, name)))]
+                    for name in folders if (problem := folder_problem(getattr(self, name)))]
+        output = self.output_location
+        if isinstance(output, StoreUri) and output.scheme == "az" and azure_account(self.storage_options) is None:
+            problems.append(f"invalid setting {ENV_PREFIX}OUTPUT_ROOT={str(output)!r}: az:// needs the account: "
+                            f"give azure_storage_account_name in {ENV_PREFIX}STORAGE_OPTIONS, or write the root "
+                            "as abfss://<container>@<account>.dfs.core.windows.net/<folder>")
         if problems:
             raise ValueError("\n".join(problems))
         return self
 
     # Derived locations (one place decides every path the job, the CLI and the warden use).
     def root(self, name: Literal["output", "checkpoint", "state", "run"]) -> Path:
-        """A configured root; always set after validation."""
+        """A configured local root; always set after validation (the output root only when it is local)."""
         value = getattr(self, f"{name}_root")
-        assert isinstance(value, Path)
+        if not isinstance(value, Path):
+            raise ValueError(f"{ENV_PREFIX}{name.upper()}_ROOT is {value!r}, not a local folder; "
+                             "the output root's location is Settings.output_location")
         return value
+
+    @cached_property
+    def output_location(self) -> Path | StoreUri:
+        """The output root: a local folder, or a folder on an object store."""
+        value = self.output_root
+        return parse_output_root(value) if isinstance(value, str) else self.root("output")
 
     @cached_property
     def checkpoint_location(self) -> Path:

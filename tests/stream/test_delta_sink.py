@@ -109,8 +109,9 @@ def rows_for(name: str, index: IntervalIndex | OffsetRanges) -> pa.Table:
     return pa.table(columns, schema=SCHEMAS[name])
 
 
-def spark_write(write_dir: Path, rows: pa.Table, partition_by: Sequence[str], files_per_folder: int = 2) -> None:
+def spark_write(write_dir: str | Path, rows: pa.Table, partition_by: Sequence[str], files_per_folder: int = 2) -> None:
     """Write ``rows`` as Spark's ``df.write.mode("overwrite").partitionBy(...).parquet(write_dir)`` would."""
+    write_dir = Path(write_dir)
     shutil.rmtree(write_dir, ignore_errors=True)  # overwrite: an earlier attempt's files go first
     write_dir.mkdir(parents=True)
     write_id = uuid.uuid4()
@@ -251,14 +252,14 @@ def test_batch_commits_once_and_its_replay_is_fully_committed(tmp_path: Path) ->
     assert DeltaTable(str(path)).version() == 0  # created by the sink, empty
     plan = sink.plan(RANGES, BATCH)
     assert (plan.table, plan.batch_id, plan.key) == (EVENTS, BATCH, batch_key(RANGES))
-    assert plan.write_dir == path / f"batch-{plan.key}" and not plan.write_dir.exists()
+    assert plan.write_dir == str(path / f"batch-{plan.key}") and not Path(plan.write_dir).exists()
     assert plan.covers == as_index(RANGES) and plan.already_committed == {}
     assert not plan.fully_committed and plan.exclusion_predicate() is None
 
     spark_write(plan.write_dir, rows_for(EVENTS, plan.covers), PARTITION_BY)
     result = sink.commit(plan)
     assert (result.table, result.batch_id, result.version, result.covers) == (EVENTS, BATCH, 1, plan.covers)
-    assert result.rows == len(offsets_of(RANGES)) and result.files == len(list(plan.write_dir.rglob("*.parquet")))
+    assert result.rows == len(offsets_of(RANGES)) and result.files == len(list(Path(plan.write_dir).rglob("*.parquet")))
     assert_exactly_once([path], RANGES)
     (entry,) = DeltaTable(str(path)).history(limit=1)
     assert entry["streamwarden.batch_id"] == str(BATCH) and entry["streamwarden.batch_key"] == plan.key
@@ -368,15 +369,15 @@ def test_spark_markers_temporary_files_and_zero_row_files_are_not_committed(tmp_
     sink = sink_of(tmp_path)
     plan = sink.plan(RANGES, BATCH)
     spark_write(plan.write_dir, rows_for(EVENTS, plan.covers), PARTITION_BY)
-    data_files = sorted(plan.write_dir.rglob("*.parquet"))
+    data_files = sorted(Path(plan.write_dir).rglob("*.parquet"))
     empty = SESSION_SCHEMA.empty_table().drop_columns(PARTITION_BY)
-    pq.write_table(empty, plan.write_dir / "part-00099-empty.c000.zstd.parquet")  # as for an empty write
+    pq.write_table(empty, Path(plan.write_dir) / "part-00099-empty.c000.zstd.parquet")  # as for an empty write
     hive = data_files[0].parent
     pq.write_table(empty, hive / "part-00098-empty.c000.zstd.parquet")
-    leftover = plan.write_dir / "_temporary" / "0" / "_temporary" / "attempt_1" / "source_topic=sites-a"
+    leftover = Path(plan.write_dir) / "_temporary" / "0" / "_temporary" / "attempt_1" / "source_topic=sites-a"
     leftover.mkdir(parents=True)
     shutil.copy(data_files[0], leftover / "part-00000-leftover.c000.zstd.parquet")
-    assert (plan.write_dir / "_SUCCESS").exists() and any(plan.write_dir.rglob(".*.crc"))
+    assert (Path(plan.write_dir) / "_SUCCESS").exists() and any(Path(plan.write_dir).rglob(".*.crc"))
 
     result = sink.commit(plan)
     assert result.files == len(data_files)
@@ -388,9 +389,9 @@ def test_spark_markers_temporary_files_and_zero_row_files_are_not_committed(tmp_
 def test_only_zero_row_files_commit_no_file(tmp_path: Path) -> None:
     sink = sink_of(tmp_path, partition_by=[])
     plan = sink.plan(RANGES, BATCH)
-    plan.write_dir.mkdir(parents=True)
-    pq.write_table(SESSION_SCHEMA.empty_table(), plan.write_dir / "part-00000-x.c000.zstd.parquet")
-    (plan.write_dir / "_SUCCESS").touch()
+    Path(plan.write_dir).mkdir(parents=True)
+    pq.write_table(SESSION_SCHEMA.empty_table(), Path(plan.write_dir) / "part-00000-x.c000.zstd.parquet")
+    (Path(plan.write_dir) / "_SUCCESS").touch()
     assert sink.commit(plan).files == 0
     assert add_actions(tmp_path / EVENTS) == []
 
@@ -555,7 +556,7 @@ def test_kill_9_around_the_commit_then_replay(tmp_path: Path, kill_at: str) -> N
     plan = sink_of(root).plan(RANGES, BATCH)  # the restarted driver
     if kill_at == "before_commit":
         assert DeltaTable(str(path)).version() == 0 and table_rows(path).num_rows == 0
-        left = set(plan.write_dir.rglob("*.parquet"))
+        left = set(Path(plan.write_dir).rglob("*.parquet"))
         assert left, "the killed attempt wrote its files"
         assert plan.covers == as_index(RANGES) and plan.already_committed == {}
     else:
@@ -566,8 +567,8 @@ def test_kill_9_around_the_commit_then_replay(tmp_path: Path, kill_at: str) -> N
     assert replayed.fully_committed is (kill_at == "after_commit")
     assert DeltaTable(str(path)).version() == 1
     if kill_at == "before_commit":
-        assert not left & set(plan.write_dir.rglob("*.parquet"))  # the overwrite replaced the attempt's files
-        assert {path / a["path"] for a in add_actions(path)} == set(plan.write_dir.rglob("*.parquet"))
+        assert not left & set(Path(plan.write_dir).rglob("*.parquet"))  # the overwrite replaced the attempt's files
+        assert {path / a["path"] for a in add_actions(path)} == set(Path(plan.write_dir).rglob("*.parquet"))
     assert_exactly_once([path], RANGES)
     assert Runs.read(DeltaTable(str(path)), partitions_of(RANGES)).index() == as_index(RANGES)
     assert all(p.fully_committed for p in run_batch(root, [EVENTS], RANGES))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction
+from pyarrow import fs
 
 from streamwarden.failures import ConfigError, FailureClass
 from streamwarden.settings import load_settings
+from streamwarden.storage import StoreUri
 from streamwarden.tables.location import (
     LEGACY_MANIFESTS,
     QUARANTINE,
@@ -99,3 +102,28 @@ def test_manifest_layout_of_an_earlier_release_is_refused(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=LEGACY_MANIFESTS):
         table.refuse_legacy_layout()
     location(tmp_path, QUARANTINE).refuse_legacy_layout()  # a missing or new folder is fine
+
+
+def test_a_local_table_is_reached_through_pyarrows_local_filesystem(tmp_path: Path) -> None:
+    table = location(tmp_path)
+    store, path = table.filesystem()
+    assert isinstance(store, fs.LocalFileSystem) and path == str(tmp_path / SESSION_ROWS)
+    assert table.spark_uri == table.uri == str(tmp_path / SESSION_ROWS)
+
+
+@pytest.mark.parametrize(("root", "options", "kind", "path"), [
+    (StoreUri("s3a", "lake", "out/t"), {"aws_region": "eu-west-1", "Access_Key_Id": "a", "SECRET_ACCESS_KEY": "b"},
+     fs.S3FileSystem, "lake/out/t"),
+    (StoreUri("s3", "lake"), {"endpoint": "https://127.0.0.1:9000", "region": "eu-west-1"}, fs.S3FileSystem, "lake"),
+    (StoreUri("gs", "lake", "t"), {}, fs.GcsFileSystem, "lake/t"),
+    (StoreUri("az", "data", "out"), {"azure_storage_account_name": "acct01"}, fs.AzureFileSystem, "data/out"),
+    (StoreUri("abfss", "data@acct01.dfs.core.windows.net", "out"),
+     {"azure_storage_account_key": base64.b64encode(b"k" * 32).decode()}, fs.AzureFileSystem, "data/out"),
+])
+def test_an_object_store_table_is_reached_through_the_stores_pyarrow_filesystem(
+        root: StoreUri, options: dict[str, str], kind: type, path: str) -> None:
+    store, base = TableLocation(SESSION_ROWS, root, options).filesystem()
+    assert isinstance(store, kind) and base == path
+    if isinstance(store, fs.S3FileSystem):
+        assert store.region == "eu-west-1"
+

@@ -25,7 +25,7 @@ SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset"
 def _commit(sink: DeltaSink, partition: int, start: int, end: int) -> None:
     topic = "sites-0"
     plan = sink.plan({topic: {partition: (start, end)}}, batch_id=start)
-    folder = plan.write_dir / f"source_topic={topic}"
+    folder = Path(plan.write_dir) / f"source_topic={topic}"
     folder.mkdir(parents=True, exist_ok=True)
     rows = pa.table({"topic": [topic] * (end - start), "partition": pa.array([partition] * (end - start), pa.int32()),
                      "offset": pa.array(range(start, end), pa.int64())})

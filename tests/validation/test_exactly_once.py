@@ -49,14 +49,14 @@ def write_batch(sink: DeltaSink, ranges: OffsetRanges, batch_id: int) -> Path:
     """Plan the batch and write its files (two per topic-partition), without committing them."""
     plan = sink.plan(ranges, batch_id)
     for topic, parts in plan.covers.items():
-        folder = plan.write_dir / f"source_topic={topic}"
+        folder = Path(plan.write_dir) / f"source_topic={topic}"
         folder.mkdir(parents=True, exist_ok=True)
         for partition, intervals in parts.items():
             for start, end in intervals:
                 middle = (start + end) // 2
                 pq.write_table(rows(topic, partition, start, middle), folder / f"part-{partition}-{start}-a.parquet")
                 pq.write_table(rows(topic, partition, middle, end), folder / f"part-{partition}-{start}-b.parquet")
-    return plan.write_dir
+    return Path(plan.write_dir)
 
 
 def commit_batch(sink: DeltaSink, ranges: OffsetRanges, batch_id: int) -> CommitResult:
@@ -264,7 +264,7 @@ def test_two_million_rows_are_checked_quickly(tmp_path: Path) -> None:
     plan = sink.plan({"big": {0: (0, count)}}, 0)
     offsets = np.arange(count, dtype=np.int64)
     offsets[-1] = 5  # one duplicate, one missing offset
-    folder = plan.write_dir / "source_topic=big"
+    folder = Path(plan.write_dir) / "source_topic=big"
     folder.mkdir(parents=True)
     pq.write_table(pa.table({"topic": pa.array(["big"] * count, pa.string()),
                              "partition": pa.array(np.zeros(count, np.int32)), "offset": offsets,

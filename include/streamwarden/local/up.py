@@ -230,7 +230,7 @@ class LocalPlatform:
         print("\n".join([
             "",
             f"  Airflow UI     {base_url}  (user {username!r}, password {password!r})",
-            f"  Delta tables   {self.settings.root('output')}  (list them: streamwarden tables)",
+            f"  Delta tables   {self.settings.output_location}  (list them: streamwarden tables)",
             f"  Logs           {self.logs}",
             "  Stop           Ctrl-C (drains the stream, then stops everything)",
             "",
@@ -263,7 +263,7 @@ class LocalPlatform:
                 running_pid = status.pid
             if not first_output and _first_commit(self.settings):
                 first_output = True
-                self._say(f"first batch committed to the Delta tables under {self.settings.root('output')}")
+                self._say(f"first batch committed to the Delta tables under {self.settings.output_location}")
             if not self.options.headless and time.monotonic() - last_line >= 60:
                 last_line = time.monotonic()
                 self._say(f"stream {'running' if status.running else 'not running'}, last batch "

@@ -84,7 +84,7 @@ class DeltaBatchWriter:
         writer = rows.write.mode("overwrite").option("compression", self.compression)
         if sink.sink.partition_by:
             writer = writer.partitionBy(*sink.sink.partition_by)
-        writer.parquet(str(plan.write_dir))
+        writer.parquet(plan.write_dir)
         result = sink.sink.commit(plan)
         log.info("batch %d committed to %s as version %d: %d rows in %d files (commit %.0f ms)", batch_id,
                  result.table, result.version, result.rows, result.files, result.seconds * 1000)

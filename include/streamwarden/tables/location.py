@@ -1,35 +1,44 @@
 """Where an output table lives, how it is opened, and the checks that it is ours.
 
-A table is the folder ``<output_root>/<name>``, a Delta table once the stream has started on it. An output
+A table is the folder ``<output_root>/<name>``, a Delta table once the stream has started on it, on the
+local filesystem or on an object store (:mod:`streamwarden.storage`). delta-rs reaches it by :attr:`uri`
+and the storage options, Spark by :attr:`spark_uri`, and pyarrow through :meth:`filesystem`. An output
 root in the layout of releases before Delta (``<table>/_manifests``) is refused: its files carry no Delta
 log, and reading it as Delta would see nothing.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
-from streamwarden.failures import ConfigError
+from streamwarden.failures import ConfigError, EnvironmentFailure
 from streamwarden.settings import Settings
+from streamwarden.storage import StoreUri
+from streamwarden.tables.filesystem import filesystem
 
 SESSION_ROWS = "session_rows"
 QUARANTINE = "quarantine"
 RECORDS = "records"
 TABLES = (SESSION_ROWS, QUARANTINE, RECORDS)
 LEGACY_MANIFESTS = "_manifests"
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
 class TableLocation:
-    """One output table: its folder and the storage options delta-rs needs to reach it."""
+    """One output table: its folder (local, or on an object store) and the storage options that reach it."""
 
     name: str
-    path: Path
+    path: Path | StoreUri
     storage_options: dict[str, str]
 
     @classmethod
@@ -37,19 +46,45 @@ class TableLocation:
         """The table ``name`` under the configured output root."""
         if name not in TABLES:
             raise ConfigError(f"unknown table {name!r}; the tables are {', '.join(TABLES)}")
-        return cls(name, settings.root("output") / name, dict(settings.storage_options))
+        return cls(name, settings.output_location / name, dict(settings.storage_options))
 
     @property
     def uri(self) -> str:
-        return str(self.path)
+        """The table as delta-rs opens it: a local path, or an object-store URI (``s3://`` for ``s3a://``)."""
+        return self.path.delta_uri if isinstance(self.path, StoreUri) else str(self.path)
+
+    @property
+    def spark_uri(self) -> str:
+        """The table as Spark's Hadoop connectors write to it (``s3a://`` for S3)."""
+        return self.path.spark_uri(self.storage_options) if isinstance(self.path, StoreUri) else str(self.path)
+
+    def filesystem(self) -> tuple[fs.FileSystem, str]:
+        """A pyarrow filesystem that reaches the table's files, and the table folder's path on it."""
+        return filesystem(self.path, self.storage_options)
+
+    @contextmanager
+    def reaching(self) -> Iterator[None]:
+        """Turns an ``OSError`` of the store (unreachable, refused, denied, disk full) into an ENVIRONMENT
+        failure that names the table; pyarrow and delta-rs both raise ``OSError`` for them."""
+        try:
+            yield
+        except OSError as exc:
+            cause = " ".join(_TERMINAL_CODES.sub("", str(exc)).split())[:600]
+            raise EnvironmentFailure(f"table {self.name!r} at {self.uri} cannot be reached: {cause}",
+                                     details={"table": self.name}) from exc
+
+    def _holds_folder(self, name: str) -> bool:
+        store, base = self.filesystem()
+        with self.reaching():
+            return bool(store.get_file_info(f"{base}/{name}").type == fs.FileType.Directory)
 
     def exists(self) -> bool:
         """True when the folder holds a Delta log."""
-        return (self.path / "_delta_log").is_dir()
+        return self._holds_folder("_delta_log")
 
     def refuse_legacy_layout(self) -> None:
         """CONFIG error when the folder holds the manifest layout of an earlier release."""
-        if (self.path / LEGACY_MANIFESTS).is_dir():
+        if self._holds_folder(LEGACY_MANIFESTS):
             raise ConfigError(
                 f"{self.path} holds Parquet files with {LEGACY_MANIFESTS}/ from a release before Delta Lake "
                 "tables; it cannot be continued as a Delta table. Point STREAMWARDEN_OUTPUT_ROOT at a new folder "
@@ -60,7 +95,8 @@ class TableLocation:
     def open(self, version: int | None = None) -> DeltaTable:
         """The Delta table at ``version`` (the newest when None); CONFIG error when there is none."""
         try:
-            return DeltaTable(self.uri, version=version, storage_options=self.storage_options or None)
+            with self.reaching():
+                return DeltaTable(self.uri, version=version, storage_options=self.storage_options or None)
         except TableNotFoundError as exc:
             raise ConfigError(f"no Delta table {self.name!r} at {self.uri}: {exc}") from None
 
@@ -76,9 +112,10 @@ class TableLocation:
         """
         self.refuse_legacy_layout()
         if not self.exists():
-            return DeltaTable.create(self.uri, schema, mode="ignore", partition_by=partition_by or None,
-                                     storage_options=self.storage_options or None,
-                                     configuration={"delta.checkpointInterval": "100"})
+            with self.reaching():
+                return DeltaTable.create(self.uri, schema, mode="ignore", partition_by=partition_by or None,
+                                         storage_options=self.storage_options or None,
+                                         configuration={"delta.checkpointInterval": "100"})
         table = self.open()
         recorded = pa.schema(table.schema().to_arrow())
         recorded_partitions = list(table.metadata().partition_columns)

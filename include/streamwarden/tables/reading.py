@@ -30,12 +30,11 @@ def read(settings: Settings, name: str, version: int | None = None) -> ds.Datase
 def dataset(table: DeltaTable, location: TableLocation) -> ds.Dataset:
     """The files of ``table``'s version as a pyarrow dataset, with the partition columns.
 
-    On a local filesystem the files are read through pyarrow's own filesystem (rooted at the table);
-    delta-rs's filesystem object can abort the interpreter at exit.
+    The files are read through pyarrow's own filesystem for the table's store (local or object store),
+    rooted at the table; delta-rs's filesystem object can abort the interpreter at exit.
     """
-    if location.storage_options:
-        return table.to_pyarrow_dataset()
-    return table.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(str(location.path), fs.LocalFileSystem()))
+    store, path = location.filesystem()
+    return table.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(path, store))
 
 
 @dataclass(frozen=True)
@@ -97,6 +96,11 @@ def summarize(settings: Settings, name: str) -> TableSummary:
     table = location.open_or_none()
     if table is None:
         return TableSummary(name, location.uri)
+    with location.reaching():
+        return _summary(location, table)
+
+
+def _summary(location: TableLocation, table: DeltaTable) -> TableSummary:
     actions = pa.table(table.get_add_actions(flatten=True))
     offsets = dataset(table, location).to_table(columns=["topic", "partition"])
     counts = offsets.group_by(["topic", "partition"]).aggregate([("topic", "count")]) if offsets.num_rows else None
@@ -107,7 +111,7 @@ def summarize(settings: Settings, name: str) -> TableSummary:
     head = Head(table.version(), datetime.fromtimestamp(last["timestamp"] / 1000, UTC).isoformat(),
                 str(last.get("operation")))
     return TableSummary(
-        name, location.uri, head, rows=sum(rows.values()), files=actions.num_rows,
+        location.name, location.uri, head, rows=sum(rows.values()), files=actions.num_rows,
         bytes=int(pc.sum(actions.column("size_bytes")).as_py() or 0),
         partitions=tuple(PartitionOffsets(t, p, n, runs.get(t, {}).get(p, [])) for (t, p), n in sorted(rows.items())),
     )

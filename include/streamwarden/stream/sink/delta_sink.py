@@ -1,6 +1,9 @@
 """Exactly-once commit of a micro-batch's Parquet files into a Delta table, keyed by Kafka offset ranges.
 
-Spark writes the files on the executors; the driver commits them to the table's Delta log. Layout::
+Spark writes the files on the executors; the driver commits them to the table's Delta log. The table is a
+local folder or a folder on an object store (:class:`~streamwarden.tables.location.TableLocation`): Spark
+writes through its Hadoop connector (``s3a://`` on S3), the driver lists and reads the files through a
+pyarrow filesystem and commits with delta-rs. Layout::
 
     <output_root>/<table>/_delta_log/...                                     the Delta log
     <output_root>/<table>/batch-<key>/<partition dirs>/part-*.parquet        one folder per batch
@@ -14,12 +17,12 @@ Protocol for one batch and one table:
 1. ``plan()`` reads which offsets the table holds (:mod:`streamwarden.tables.committed`) and subtracts
    them from the planned ranges. Fully committed: the job skips the write. Otherwise the rows of already
    committed offsets are filtered out (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest
-   with ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)``; the overwrite clears what
-   an earlier, uncommitted attempt of the same batch left there.
-2. ``commit()`` lists the written Parquet files (``_SUCCESS``, ``.crc``, files under ``_``/``.`` folders
-   and zero-row files are left out), takes the partition values from the folder names (which must be the
-   table's partition columns, in order) and reads each file's row count and column statistics from its
-   footer.
+   with ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)`` (the batch folder as Spark
+   names it); the overwrite clears what an earlier, uncommitted attempt of the same batch left there.
+2. ``commit()`` lists the written Parquet files through the table's pyarrow filesystem (``_SUCCESS``,
+   ``.crc``, files under ``_``/``.`` folders and zero-row files are left out), takes the partition values
+   from the folder names (which must be the table's partition columns, in order) and reads each file's
+   size, row count and column statistics from the listing and its footer.
 3. Re-reads the committed offsets from the newest version (offsets of the batch committed by another
    writer since step 1 are an INTEGRITY error, :class:`ConcurrentWriterError`) and builds the transactions
    that extend them by the batch's ``covers`` and count the commit on each topic-partition it covers
@@ -54,6 +57,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
+from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.failures import IntegrityError
 from streamwarden.stream.sink.ranges import (
@@ -89,7 +93,7 @@ class BatchPlan:
     ranges: OffsetRanges
     covers: IntervalIndex  # planned minus already committed: what this batch newly commits
     already_committed: IntervalIndex
-    write_dir: Path
+    write_dir: str  # the batch folder as Spark writes to it (a local path, or s3a://... on S3)
 
     @property
     def fully_committed(self) -> bool:
@@ -130,19 +134,29 @@ class DeltaSink:
     def plan(self, ranges: OffsetRanges, batch_id: int) -> BatchPlan:
         """Step 1: what of ``ranges`` this table still has to commit."""
         ranges = canonical_ranges(ranges)
-        self.table.update_incremental()
+        with self.location.reaching():
+            self.table.update_incremental()
         committed = Runs.read(self.table, partitions_of(ranges)).index()
         key = batch_key(ranges)
         return BatchPlan(self.name, batch_id, key, ranges, uncommitted(ranges, committed),
-                         committed_within(ranges, committed), self.location.path / f"batch-{key}")
+                         committed_within(ranges, committed), f"{self.location.spark_uri}/{batch_folder(key)}")
 
     def commit(self, plan: BatchPlan) -> CommitResult:
-        """Steps 2-4: commit the files Spark wrote to ``plan.write_dir`` with the offsets they cover."""
+        """Steps 2-4: commit the files Spark wrote to ``plan.write_dir`` with the offsets they cover.
+
+        The store unreachable at any step is an ENVIRONMENT failure; the replay commits the batch, or skips
+        it when the commit landed after all (step 1)."""
         if plan.fully_committed:
             # write_dir may hold the files of the commit that covered these offsets: never add them twice
             raise ValueError(f"table {self.name}: batch {plan.batch_id} is fully committed already; skip its write")
+        with self.location.reaching():
+            return self._commit(plan)
+
+    def _commit(self, plan: BatchPlan) -> CommitResult:
         started = time.monotonic()
-        written = [self._add_action(path) for path in self._written_files(plan.write_dir)]
+        store, table_path = self.location.filesystem()
+        files = _written_files(store, f"{table_path}/{batch_folder(plan.key)}")
+        written = [self._add_action(store, table_path, info) for info in files]
         actions: list[AddAction | RemoveAction] = [action for action in written if action is not None]
         self.table.update_incremental()
         runs = Runs.read(self.table, partitions_of(plan.ranges))
@@ -171,32 +185,42 @@ class DeltaSink:
         return CommitResult(self.name, plan.batch_id, self.table.version(), len(actions), rows,
                             time.monotonic() - started, plan.covers)
 
-    def _written_files(self, write_dir: Path) -> list[Path]:
-        if not write_dir.is_dir():
-            return []
-        return sorted(p for p in write_dir.rglob("*.parquet")
-                      if not any(part.startswith(("_", ".")) for part in p.relative_to(write_dir).parts))
-
-    def _add_action(self, path: Path) -> AddAction | None:
-        """The action adding ``path`` to the table, or None for a file without rows."""
-        statistics = file_statistics(path)
+    def _add_action(self, store: fs.FileSystem, table_path: str, info: fs.FileInfo) -> AddAction | None:
+        """The action adding the file ``info`` (under ``table_path`` on ``store``), or None for a file without rows."""
+        statistics = file_statistics(info.path, filesystem=store)
         if statistics["numRecords"] == 0:  # e.g. the one file Spark writes for an empty unpartitioned write
             return None
-        relative = PurePosixPath(path.relative_to(self.location.path).as_posix())
+        relative = PurePosixPath(info.path).relative_to(table_path)
         folders = [part.partition("=") for part in relative.parts[1:-1]]
         if [name for name, _, _ in folders] != self.partition_by or not all(equals for _, equals, _ in folders):
             # delta-rs takes any partition values; a missing one would silently read back as null
             raise IntegrityError(f"table {self.name}: {relative} is not in folders of the partition columns "
-                                 f"{self.partition_by} (name=value, in that order)", details={"file": str(path)})
+                                 f"{self.partition_by} (name=value, in that order)", details={"file": info.path})
         values = {name: None if value == _HIVE_NULL else unquote(value) for name, _, value in folders}
-        stat = path.stat()
-        return AddAction(str(relative), stat.st_size, values, int(stat.st_mtime * 1000), True,
+        modified = info.mtime if info.mtime is not None else datetime.now(UTC)
+        return AddAction(str(relative), info.size, values, int(modified.timestamp() * 1000), True,
                          json.dumps(statistics))
 
 
-def file_statistics(path: Path, columns: tuple[str, ...] = STATS_COLUMNS) -> dict[str, Any]:
-    """Delta file statistics (``numRecords``, min/max, null counts) of ``columns``, from the footer only."""
-    metadata = pq.read_metadata(path)
+def batch_folder(key: str) -> str:
+    """The folder of one batch's files in its table."""
+    return f"batch-{key}"
+
+
+def _written_files(store: fs.FileSystem, folder: str) -> list[fs.FileInfo]:
+    """The Parquet files under ``folder`` (none when it is missing), leaving out hidden and ``_`` folders."""
+    found = store.get_file_info(fs.FileSelector(folder, allow_not_found=True, recursive=True))
+    return sorted((info for info in found if info.type == fs.FileType.File and info.path.endswith(".parquet")
+                   and not any(part.startswith(("_", "."))
+                               for part in PurePosixPath(info.path).relative_to(folder).parts)),
+                  key=lambda info: info.path)
+
+
+def file_statistics(path: str | Path, columns: tuple[str, ...] = STATS_COLUMNS,
+                    filesystem: fs.FileSystem | None = None) -> dict[str, Any]:
+    """Delta file statistics (``numRecords``, min/max, null counts) of ``columns``, from the footer only
+    (read through ``filesystem`` when given, else the local one)."""
+    metadata = pq.read_metadata(str(path), filesystem=filesystem)
     stats: dict[str, Any] = {"numRecords": metadata.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
     if metadata.num_row_groups == 0:
         return stats
