@@ -38,7 +38,8 @@ def small_files_table(settings: Settings, files_per_partition: int = 12,
     for number in range(files_per_partition):
         for topic, date in partitions:
             first = next_offset.get(topic, 0)
-            write_deltalake(location.uri, rows(topic, number % 2, first, 20, date), mode="append")
+            write_deltalake(location.uri, rows(topic, number % 2, first, 20, date), mode="append",
+                            storage_options=location.storage_options or None)
             next_offset[topic] = first + 10
     return location
 

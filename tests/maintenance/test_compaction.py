@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from small_tables import replace_keeping_size, settings_for, small_files_table
 
+from small_tables import replace_keeping_size, settings_for, small_files_table
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.compaction import Journal, new_run_id
@@ -175,7 +175,7 @@ def test_kill_after_the_commit_leaves_a_journal_and_the_next_run_proves_it(tmp_p
     assert location.open().version() == version + 1  # one partition committed, not proven yet
     plans = steps.plan(settings, request())
     done = steps.compact(settings, request(), plans, new_run_id())
-    assert done[0].version == version + 1 and done[0].proof["holds"]  # the earlier run's commit, proven first
+    assert done[0].version == version + 1 and done[0].proof["holds"] and done[0].earlier_run  # proven first
     assert [c.version for c in done[1:]] == [version + 2, version + 3]
     assert not journal.exists()
     assert content(location) == before

@@ -11,12 +11,10 @@ with delta-rs; ``streamwarden.tables.read`` and ``streamwarden tables`` read the
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
+from s3_server import BUCKET, SECRET, storage_options
 from streamwarden.failures import ConfigError, FailureClass
 from streamwarden.settings import Settings, load_settings
 from streamwarden.storage import StoreUri
@@ -33,32 +32,9 @@ from streamwarden.stream.sink.delta_sink import BatchPlan, ConcurrentWriterError
 from streamwarden.tables import read
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 
-BUCKET = "lake"
-SECRET = "moto-dummy-secret-7f3a"  # moto accepts any credentials; this one must never be printed
 SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                     ("value", pa.string()), ("source_topic", pa.string())])
 PARTITION_BY = ["source_topic"]
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    """A loopback S3 server with an empty bucket."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    fs.S3FileSystem(access_key="moto-dummy", secret_key=SECRET, region="us-east-1", scheme="http",
-                    endpoint_override=f"{host}:{port}", allow_bucket_creation=True).create_dir(BUCKET)
-    yield url
-    server.stop()
-
-
-def storage_options(endpoint: str) -> dict[str, str]:
-    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "moto-dummy", "AWS_SECRET_ACCESS_KEY": SECRET,
-            "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
 
 
 @pytest.fixture()

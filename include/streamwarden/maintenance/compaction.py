@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +57,7 @@ class Compaction:
     rows: int
     seconds: float
     proof: dict[str, Any] = field(default_factory=dict)
+    earlier_run: bool = False  # what a crashed run committed, proven by this one
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,7 +119,7 @@ def finish_pending(location: TableLocation, folder: Path) -> Compaction | None:
     journal = Journal(**document)
     log.warning("%s: a maintenance run (%s) stopped while compacting %s; proving what it committed",
                 location.name, journal.run_id, journal.partition)
-    return _prove_journal(location, journal, folder, time.monotonic())
+    return replace(_prove_journal(location, journal, folder, time.monotonic()), earlier_run=True)
 
 
 def _prove_journal(location: TableLocation, journal: Journal, folder: Path, started: float) -> Compaction:

@@ -57,8 +57,10 @@ class Proof:
 
 
 def filesystem(location: TableLocation) -> fs.FileSystem:
-    """The table's files as a pyarrow filesystem rooted at the table (paths as the log records them)."""
-    return fs.SubTreeFileSystem(str(location.path), fs.LocalFileSystem())
+    """The table's files (local or on an object store) as a pyarrow filesystem rooted at the table, so that
+    paths are as the log records them."""
+    store, path = location.filesystem()
+    return fs.SubTreeFileSystem(path, store)
 
 
 def prove(location: TableLocation, version: int) -> Proof:

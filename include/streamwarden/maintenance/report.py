@@ -51,11 +51,14 @@ class MaintenanceReport:
     @classmethod
     def build(cls, run_id: str, *, dry_run: bool, outcome: str, plans: Sequence[TablePlan],
               compactions: Sequence[Compaction], cleanups: Sequence[Cleanup]) -> MaintenanceReport:
-        done = {(c.table, c.partition): c for c in compactions}
-        rows = []
+        rows = [PartitionRow(c.table, c.partition, c.files_removed, c.files_added, c.bytes_removed, c.bytes_added,
+                             c.rows, c.version, "earlier run's compaction, proven" if c.version is not None
+                             else "earlier run committed nothing", c.seconds)
+                for c in compactions if c.earlier_run]
+        done = {(c.table, c.partition): c for c in compactions if not c.earlier_run}
         for plan in plans:
             for p in plan.partitions:
-                c = done.pop((plan.table, p.label), None)
+                c = done.get((plan.table, p.label))
                 if c is None:
                     action = ("would compact" if dry_run else "not compacted") if p.pays else p.reason
                     rows.append(PartitionRow(plan.table, p.label, p.files, p.files, p.bytes, p.bytes, 0, None,
@@ -65,10 +68,6 @@ class MaintenanceReport:
                                              p.bytes, p.bytes - c.bytes_removed + c.bytes_added, c.rows, c.version,
                                              "compacted, proven" if c.version is not None else "nothing to compact",
                                              c.seconds))
-        for c in done.values():  # proven for a crashed earlier run
-            rows.append(PartitionRow(c.table, c.partition, c.files_removed, c.files_added, c.bytes_removed,
-                                     c.bytes_added, c.rows, c.version, "earlier run's compaction, proven"
-                                     if c.version is not None else "earlier run committed nothing", c.seconds))
         return cls(run_id, dry_run, outcome, tuple(rows), tuple(cleanups), datetime.now(UTC).isoformat())
 
     def to_json(self) -> dict[str, Any]:

@@ -1,0 +1,167 @@
+"""Maintenance beside the real, live stream: compaction under a 1 s trigger, and kill -9 on either side.
+
+The stream (records pipeline, one row per offset) keeps consuming a producer that keeps producing; a
+reader opens every new version of the table and checks it is whole (:mod:`version_reader`); at rest every
+offset is in the table exactly once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from streamwarden.local.broker import LocalBroker
+from streamwarden.maintenance.compaction import Journal
+from streamwarden.maintenance.plan import plan_table
+from streamwarden.maintenance.report import read_history
+from streamwarden.maintenance.steps import maintenance_folder
+from streamwarden.tables.location import RECORDS, TableLocation
+from streamwarden.tables.reading import dataset
+from support import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
+from version_reader import VersionReader
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET = 2**20
+SMALL = int(TARGET * 0.75)
+
+
+@contextmanager
+def producing(bootstrap: str, topics: list[str], per_tick: int = 400) -> Iterator[None]:
+    """A producer sending ``per_tick`` records every 0.25 s until the block ends."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            produce_raw(bootstrap, topics, per_tick)
+            stop.wait(0.25)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+def small_files(location: TableLocation) -> dict[str, int]:
+    """Small files per partition, from the newest version's log."""
+    if not location.exists():
+        return {}
+    plan = plan_table(location.open(), location.name, small_bytes=SMALL, min_files=5)
+    return {p.label: p.small_files for p in plan.partitions}
+
+
+def wait_for(predicate: Callable[[], bool], job: StreamProcess, timeout: float, what: str) -> None:
+    job.wait_until(predicate, timeout, what)
+
+
+def finish(job: StreamProcess, bootstrap: str, topics: list[str], location: TableLocation) -> None:
+    """Let the stream catch up, stop it, and check every offset is in the table exactly once."""
+    expected = all_offsets(bootstrap, topics)
+    job.wait_until(lambda: job.caught_up(log_ends(expected)), 600, "the stream to catch up")
+    assert job.stop() == 0, job.log_tail()
+    rows = dataset(location.open(), location).to_table(columns=["topic", "partition", "offset"])
+    found = list(zip(*(rows.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True))
+    assert len(found) == len(set(found)), "an offset is in the table twice"
+    assert set(found) == expected, "an offset is missing or invented"
+
+
+def new_stream(broker: LocalBroker, topics: list[str], tmp_path: Path) -> StreamProcess:
+    prefix = topics[0].rsplit("-", 1)[0]
+    return StreamProcess(stream_env(tmp_path / "home", broker.bootstrap_servers, f"{prefix}-.*",
+                                    max_offsets_per_trigger="4000", trigger_interval="1s"), tmp_path / "stream.log")
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_maintain_tables_compacts_beside_the_live_stream_and_readers_see_every_version_whole(
+        broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    topics = topic_factory(2, partitions=2)
+    job = new_stream(broker, topics, tmp_path)
+    location = TableLocation.of(job.settings, RECORDS)
+    for name, value in job.env.items():
+        if name.startswith("STREAMWARDEN_"):
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("STREAMWARDEN_MAINTENANCE_TARGET_FILE_SIZE", str(TARGET))
+    dag = DagBag(dag_folder=str(REPO / "dags" / "maintain_tables.py")).dags["maintain_tables"]
+
+    with VersionReader(location) as reader, producing(broker.bootstrap_servers, topics):
+        job.start()
+        wait_for(lambda: min(small_files(location).values() or [0]) >= 40, job, 600, "40 small files a partition")
+        run = dag.test()
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        time.sleep(3)  # a few more stream batches on top of the compacted files
+    finish(job, broker.bootstrap_servers, topics, location)
+
+    assert states == dict.fromkeys(("plan_compaction", "compact_and_prove", "vacuum_and_checkpoint",
+                                    "record_report"), "success"), job.log_tail()
+    [history] = read_history(maintenance_folder(job.settings) / "history.jsonl")
+    compacted = [p for p in history["partitions"] if p["action"] == "compacted, proven"]
+    assert compacted, history
+    for partition in compacted:
+        assert partition["files_after"] <= partition["files_before"] // 10, partition  # >= 90% fewer files
+    versions = [p["version"] for p in compacted]
+    assert set(versions) <= set(reader.checked) and {v - 1 for v in versions} <= set(reader.checked)
+    assert reader.problems == [], reader.problems[:10]
+    assert job.runs == [0]  # the stream never failed or stopped because of the compaction
+
+
+def maintain(job: StreamProcess, kill_at: str | None = None) -> subprocess.Popen[str]:
+    """``streamwarden maintain`` in its own process, on the stream's settings."""
+    env = {**job.env, "STREAMWARDEN_MAINTENANCE_TARGET_FILE_SIZE": str(TARGET)}
+    if kill_at:
+        env["STREAMWARDEN_CHAOS_KILL_AT"] = kill_at
+    return subprocess.Popen([sys.executable, "-m", "streamwarden", "maintain", "--json"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_kill_9_of_maintenance_and_of_the_stream_during_compaction_lose_nothing(
+        broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path) -> None:
+    topics = topic_factory(2, partitions=2)
+    job = new_stream(broker, topics, tmp_path)
+    location = TableLocation.of(job.settings, RECORDS)
+    journal = Journal.path(maintenance_folder(job.settings), RECORDS)
+    outcomes: list[Any] = []
+
+    with VersionReader(location) as reader, producing(broker.bootstrap_servers, topics):
+        job.start()
+        wait_for(lambda: min(small_files(location).values() or [0]) >= 20, job, 600, "20 small files a partition")
+        killed = maintain(job, kill_at="after_compaction_commit")  # dies between a commit and its proof
+        outcomes.append(killed.wait(300))
+        assert journal.exists()
+
+        wait_for(lambda: min(small_files(location).values() or [0]) >= 20, job, 600, "more small files")
+        running = maintain(job)
+        deadline = time.monotonic() + 120
+        while not journal.exists() and running.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job.kill9()  # the stream dies while maintenance works
+        outcomes.append(running.wait(300))
+        job.start()  # the warden's restart
+        time.sleep(5)
+    finish(job, broker.bootstrap_servers, topics, location)
+
+    last = maintain(job)
+    _, err = last.communicate(timeout=300)
+    assert outcomes == [-9, 0] and last.returncode == 0, (outcomes, err)
+    assert not journal.exists()
+    assert all(count < 5 for count in small_files(location).values())  # the next run finished the work
+    actions = [p["action"] for run in read_history(maintenance_folder(job.settings) / "history.jsonl")
+               for p in run["partitions"]]
+    assert "earlier run's compaction, proven" in actions
+    assert reader.problems == [], reader.problems[:10]
+    assert len(pa.table(location.open().get_add_actions())) < 40
