@@ -98,7 +98,7 @@ class MaintenanceReport:
                   f"{r.seconds:.1f}", r.action) for r in self.rows]
         widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
         text = ["  ".join(cell.ljust(widths[i]) if i in (0, 1, 9) else cell.rjust(widths[i])
-                          for i, cell in enumerate(row)) for row in [header, *lines]]
+                          for i, cell in enumerate(row)).rstrip() for row in [header, *lines]]
         if not self.rows:
             text.append("(no table to maintain yet)")
         text.extend(c.text() for c in self.cleanups)
