@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -48,6 +48,7 @@ OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN
 """``STREAMWARDEN_*`` variables that are not settings: the config file, the checkout, test fault points."""
 SECRET_FIELDS = frozenset({"kafka_config", "spark_conf", "storage_options"})
 """Settings whose values may hold credentials: never echoed in an error, a repr or a log line."""
+SiblingSettings = TypeVar("SiblingSettings", bound=BaseSettings)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -364,6 +365,22 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc)) from None
+
+
+def load_sibling_settings(model: type[SiblingSettings], prefix: str, **overrides: Any) -> SiblingSettings:
+    """Settings of a DAG beside the stream from ``<prefix>*`` variables (the warden's, maintenance's).
+
+    A variable under ``prefix`` that names no field, and an invalid value, raise :class:`SettingsError`
+    naming the variable.
+    """
+    known = {f"{prefix}{name.upper()}" for name in model.model_fields}
+    problems = unknown_names([n for n in os.environ if n.startswith(prefix)], known, "environment variable")
+    if problems:
+        raise SettingsError("\n".join(problems))
+    try:
+        return model(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc, prefix)) from None
 
 
 def unknown_names(given: list[str], known: set[str] | frozenset[str], what: str) -> list[str]:

@@ -6,18 +6,15 @@ Invalid values raise :class:`~streamwarden.settings.SettingsError` naming the en
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamwarden.settings import (
     MAINTENANCE_ENV_PREFIX,
-    SettingsError,
-    describe_validation_error,
+    load_sibling_settings,
     parse_duration,
-    unknown_names,
 )
 
 MiB = 2**20
@@ -69,12 +66,4 @@ class MaintenanceSettings(BaseSettings):
 
 def load_maintenance_settings(**overrides: Any) -> MaintenanceSettings:
     """Maintenance settings from the environment, raising :class:`SettingsError` naming each bad variable."""
-    known = {f"{MAINTENANCE_ENV_PREFIX}{name.upper()}" for name in MaintenanceSettings.model_fields}
-    variables = [n for n in os.environ if n.startswith(MAINTENANCE_ENV_PREFIX)]
-    problems = unknown_names(variables, known, "environment variable")
-    if problems:
-        raise SettingsError("\n".join(problems))
-    try:
-        return MaintenanceSettings(**overrides)
-    except ValidationError as exc:
-        raise SettingsError(describe_validation_error(exc, MAINTENANCE_ENV_PREFIX)) from None
+    return load_sibling_settings(MaintenanceSettings, MAINTENANCE_ENV_PREFIX, **overrides)

@@ -6,18 +6,15 @@ Invalid values raise :class:`~streamwarden.settings.SettingsError` naming the en
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamwarden.settings import (
     WARDEN_ENV_PREFIX,
-    SettingsError,
-    describe_validation_error,
+    load_sibling_settings,
     parse_duration,
-    unknown_names,
 )
 
 
@@ -71,11 +68,4 @@ class WardenSettings(BaseSettings):
 
 def load_warden_settings(**overrides: Any) -> WardenSettings:
     """Warden settings from the environment, raising :class:`SettingsError` naming each bad variable."""
-    known = {f"{WARDEN_ENV_PREFIX}{name.upper()}" for name in WardenSettings.model_fields}
-    problems = unknown_names([n for n in os.environ if n.startswith(WARDEN_ENV_PREFIX)], known, "environment variable")
-    if problems:
-        raise SettingsError("\n".join(problems))
-    try:
-        return WardenSettings(**overrides)
-    except ValidationError as exc:
-        raise SettingsError(describe_validation_error(exc, WARDEN_ENV_PREFIX)) from None
+    return load_sibling_settings(WardenSettings, WARDEN_ENV_PREFIX, **overrides)
