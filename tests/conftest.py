@@ -82,3 +82,12 @@ def airflow_db() -> Path:
 
     db.initdb()
     return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """A loopback S3 server (moto, its own process) with an empty bucket: its URL."""
+    from s3_server import loopback_s3
+
+    with loopback_s3() as url:
+        yield url

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3_server import BUCKET, endpoint, storage_options
+from s3_server import BUCKET, storage_options
 from small_tables import small_files_table
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
@@ -19,14 +19,13 @@ from streamwarden.maintenance.request import MaintenanceRequest
 from streamwarden.maintenance.settings import load_maintenance_settings
 from streamwarden.settings import Settings, load_settings
 
-__all__ = ["endpoint"]  # the fixture
 REQUEST = MaintenanceRequest(("session_rows",), 2**20, 3 * 2**18, 5, False)
 
 
 @pytest.fixture()
-def settings(endpoint: str, tmp_path: Path) -> Settings:
+def settings(s3_endpoint: str, tmp_path: Path) -> Settings:
     return load_settings(home=tmp_path, output_root=f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/out",
-                         storage_options=storage_options(endpoint))
+                         storage_options=storage_options(s3_endpoint))
 
 
 def test_compaction_proof_and_vacuum_work_the_same_on_s3(settings: Settings) -> None:

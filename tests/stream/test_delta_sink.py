@@ -42,6 +42,7 @@ from streamwarden.stream.sink.ranges import (
     subtract_interval,
     uncommitted,
 )
+from streamwarden.tables import statistics
 from streamwarden.tables.committed import Runs, partitions_of
 from streamwarden.tables.location import LEGACY_MANIFESTS, QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.testing.faults import CHAOS_ENV
@@ -438,7 +439,7 @@ def test_file_statistics_from_the_footer(tmp_path: Path) -> None:
                              "topic": ["b", None, "a"], "offset": pa.array([7, 3, 5], pa.int64()),
                              "event_ts": pa.array([BASE, None, BASE + timedelta(hours=1)], _TS)}),
                    path, row_group_size=2)
-    assert delta_sink.file_statistics(path, ("topic", "offset", "event_ts", "missing")) == {
+    assert statistics.file_statistics(path, ("topic", "offset", "event_ts", "missing")) == {
         "numRecords": 3,
         "minValues": {"topic": "a", "offset": 3, "event_ts": "2026-11-21T23:00:00.000Z"},
         "maxValues": {"topic": "b", "offset": 7, "event_ts": "2026-11-22T00:00:00.000Z"},

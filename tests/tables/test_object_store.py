@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
-from s3_server import BUCKET, SECRET, storage_options
+from s3_server import BUCKET, SECRET, loopback_s3, storage_options
 from streamwarden.failures import ConfigError, FailureClass
 from streamwarden.settings import Settings, load_settings
 from streamwarden.storage import StoreUri
@@ -37,11 +37,15 @@ SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset"
 PARTITION_BY = ["source_topic"]
 
 
-@pytest.fixture()
-def settings(endpoint: str, tmp_path: Path) -> Settings:
+def settings_on(url: str, home: Path) -> Settings:
     """Settings with a fresh output root in the bucket, given as Spark names it (``s3a://``)."""
-    return load_settings(home=tmp_path, output_root=f"s3a://{BUCKET}/{uuid.uuid4().hex[:12]}/out",
-                         storage_options=storage_options(endpoint))
+    return load_settings(home=home, output_root=f"s3a://{BUCKET}/{uuid.uuid4().hex[:12]}/out",
+                         storage_options=storage_options(url))
+
+
+@pytest.fixture()
+def settings(s3_endpoint: str, tmp_path: Path) -> Settings:
+    return settings_on(s3_endpoint, tmp_path)
 
 
 def store_of(location: TableLocation) -> fs.FileSystem:
@@ -194,7 +198,7 @@ def test_an_http_endpoint_needs_allow_http_and_the_error_names_no_key(settings: 
     assert SECRET not in str(caught.value) and caught.value.failure_class is FailureClass.CONFIG
 
 
-def test_delta_rs_writes_each_log_entry_with_a_conditional_put(settings: Settings,
+def test_delta_rs_writes_each_log_entry_with_a_conditional_put(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """What catches a second writer on S3 (docs/delta-rs-behaviour.md): re-check after a deltalake upgrade."""
     from moto.s3.responses import S3Response
@@ -208,6 +212,7 @@ def test_delta_rs_writes_each_log_entry_with_a_conditional_put(settings: Setting
         return put_object(response)
 
     monkeypatch.setattr(S3Response, "put_object", recording)
-    sink = DeltaSink(TableLocation.of(settings, SESSION_ROWS), SCHEMA, PARTITION_BY)
-    sink.commit(write_batch(sink, "sites-0", 0, 0, 10, batch_id=0))
+    with loopback_s3(in_process=True) as url:  # the requests are seen in this process
+        sink = DeltaSink(TableLocation.of(settings_on(url, tmp_path), SESSION_ROWS), SCHEMA, PARTITION_BY)
+        sink.commit(write_batch(sink, "sites-0", 0, 0, 10, batch_id=0))
     assert seen == ["*", "*"]  # the table's creation and the batch

@@ -19,9 +19,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
-from streamwarden.stream.sink.delta_sink import CommitResult, DeltaSink, file_statistics
+from streamwarden.stream.sink.delta_sink import CommitResult, DeltaSink
 from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
+from streamwarden.tables.statistics import file_statistics
 from streamwarden.validation.exactly_once import READERS, DuplicateOffset, Reader, verify_table
 
 SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),

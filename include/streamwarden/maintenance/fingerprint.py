@@ -4,9 +4,10 @@ For each (topic, Kafka partition): the row count, the lowest and highest offset,
 hash of the rows (the sum of a 64-bit hash of every row, all columns, kept as two 32-bit halves so that
 the sums never overflow). Two file sets with equal figures hold the same rows, each as often, whatever
 their order or file boundaries. Each file is also checked against what the Delta log says of it (size,
-row count, offset range): a file replaced outside the log is named.
+row count, offset range, from its footer): a file replaced outside the log is named.
 
-Files are read one record batch at a time (memory is bounded by a batch, not by the partition).
+The files are scanned as one dataset, one record batch at a time (memory is bounded by a few batches,
+not by the partition).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import polars as pl
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
+
+from streamwarden.tables.statistics import file_statistics
 
 HASH_SEED = 0x5EED
 _HALF = 1 << 32
@@ -92,9 +95,12 @@ def fingerprint(files: Iterable[LoggedFile], filesystem: fs.FileSystem, schema: 
                 constants: Mapping[str, str | None]) -> Fingerprint:
     """The figures of ``files`` (paths relative to ``filesystem``), read with the table's file ``schema``.
 
-    ``constants`` are the partition values, for a ``topic`` column that lives in the folder names.
+    Each file's size, row count and offset range (its footer) are checked against its log entry; the
+    rows of all of them are then scanned together (several files at once) for the figures. ``constants``
+    are the partition values, for a ``topic`` column that lives in the folder names.
     """
     result = Fingerprint()
+    present = []
     for logged in files:
         result.files += 1
         info = filesystem.get_file_info(logged.path)
@@ -104,18 +110,19 @@ def fingerprint(files: Iterable[LoggedFile], filesystem: fs.FileSystem, schema: 
         result.bytes += info.size
         if info.size != logged.size:
             result.problems.append(f"{logged.path}: {info.size} bytes in storage, {logged.size} in the log")
-        actual = _file_figures(logged.path, filesystem, schema, constants)
-        for key, figures in actual.items():
+        result.problems.extend(_disagreements(logged, file_statistics(logged.path, ("offset",), filesystem)))
+        present.append(logged.path)
+    if present:
+        for key, figures in _figures(present, filesystem, schema, constants).items():
             result.add(key, figures)
-        result.problems.extend(_disagreements(logged, actual))
     return result
 
 
-def _file_figures(path: str, filesystem: fs.FileSystem, schema: pa.Schema,
-                  constants: Mapping[str, str | None]) -> dict[TopicPartition, Figures]:
+def _figures(paths: list[str], filesystem: fs.FileSystem, schema: pa.Schema,
+             constants: Mapping[str, str | None]) -> dict[TopicPartition, Figures]:
     figures: dict[TopicPartition, Figures] = {}
-    columns = sorted(schema.names)
-    scanner = ds.dataset(path, schema=schema, filesystem=filesystem, format="parquet").scanner(columns=columns)
+    scanner = ds.dataset(paths, schema=schema, filesystem=filesystem, format="parquet").scanner(
+        columns=sorted(schema.names))
     for batch in scanner.to_batches():
         if batch.num_rows == 0:
             continue
@@ -135,16 +142,15 @@ def _file_figures(path: str, filesystem: fs.FileSystem, schema: pa.Schema,
     return figures
 
 
-def _disagreements(logged: LoggedFile, actual: Mapping[TopicPartition, Figures]) -> list[str]:
-    rows = sum(f.rows for f in actual.values())
+def _disagreements(logged: LoggedFile, footer: Mapping[str, Any]) -> list[str]:
     problems = []
-    if rows != logged.rows:
-        problems.append(f"{logged.path}: {rows} rows in the file, {logged.rows} in the log")
-    if actual and logged.min_offset is not None and logged.max_offset is not None:
-        low, high = min(f.min_offset for f in actual.values()), max(f.max_offset for f in actual.values())
-        if (low, high) != (logged.min_offset, logged.max_offset):
-            problems.append(f"{logged.path}: offsets [{low}, {high}] in the file, "
-                            f"[{logged.min_offset}, {logged.max_offset}] in the log")
+    if footer["numRecords"] != logged.rows:
+        problems.append(f"{logged.path}: {footer['numRecords']} rows in the file, {logged.rows} in the log")
+    low, high = footer["minValues"].get("offset"), footer["maxValues"].get("offset")
+    if logged.min_offset is not None and logged.max_offset is not None and (low, high) != (
+            logged.min_offset, logged.max_offset):
+        problems.append(f"{logged.path}: offsets [{low}, {high}] in the file, "
+                        f"[{logged.min_offset}, {logged.max_offset}] in the log")
     return problems
 
 

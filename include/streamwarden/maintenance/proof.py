@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
@@ -30,6 +29,7 @@ from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.maintenance.fingerprint import Fingerprint, LoggedFile, fingerprint
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.statistics import json_value
 
 REVERT_OF = "streamwarden.revert_of"
 
@@ -131,13 +131,4 @@ def _stats(action: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: _plain(value) if isinstance(value, dict) else _json_value(value) for name, value in values.items()}
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
+    return {name: _plain(value) if isinstance(value, dict) else json_value(value) for name, value in values.items()}

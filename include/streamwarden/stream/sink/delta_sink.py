@@ -48,12 +48,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import PurePosixPath
 from urllib.parse import unquote
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
-import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
@@ -72,10 +70,10 @@ from streamwarden.stream.sink.ranges import (
 )
 from streamwarden.tables.committed import Runs, partitions_of
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import chaos_point
 
 log = logging.getLogger("streamwarden.stream.sink")
-STATS_COLUMNS = ("topic", "partition", "offset")
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -214,33 +212,3 @@ def _written_files(store: fs.FileSystem, folder: str) -> list[fs.FileInfo]:
                    and not any(part.startswith(("_", "."))
                                for part in PurePosixPath(info.path).relative_to(folder).parts)),
                   key=lambda info: info.path)
-
-
-def file_statistics(path: str | Path, columns: tuple[str, ...] = STATS_COLUMNS,
-                    filesystem: fs.FileSystem | None = None) -> dict[str, Any]:
-    """Delta file statistics (``numRecords``, min/max, null counts) of ``columns``, from the footer only
-    (read through ``filesystem`` when given, else the local one)."""
-    metadata = pq.read_metadata(str(path), filesystem=filesystem)
-    stats: dict[str, Any] = {"numRecords": metadata.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
-    if metadata.num_row_groups == 0:
-        return stats
-    first = metadata.row_group(0)
-    leaves = {first.column(i).path_in_schema: i for i in range(first.num_columns)}  # nested leaves are a.b
-    for column in columns:
-        if column not in leaves:
-            continue
-        index = leaves[column]
-        groups = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
-        if any(g is None or not g.has_min_max for g in groups):
-            continue
-        stats["minValues"][column] = _json_value(min(g.min for g in groups))
-        stats["maxValues"][column] = _json_value(max(g.max for g in groups))
-        stats["nullCount"][column] = sum(g.null_count for g in groups)
-    return stats
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return value
