@@ -28,6 +28,7 @@ import pyspark
 
 from streamwarden.local.broker import LocalBroker
 
+from .compaction import run_compaction_bench
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
 from .report import chart, markdown, rate, ratios
 from .sinks import alternate, run_ref, summary
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run the job of commit REF (e.g. aa2af02, the manifest sink) on the main workload, alternating "
              "with today's job, and report the ratio of the medians (off by default: ~2 more minutes per run)")
     add("--sink-repeats", type=int, default=2, metavar="N", help="runs per sink in that comparison (default 2)")
+    add("--skip-compaction", action="store_true", help="no compaction and vacuum benchmark")
+    add("--compaction-files", type=int, default=2000, help="small files compacted (default %(default)s)")
+    add("--vacuum-files", type=int, default=10_000, help="files vacuumed (default %(default)s)")
     add("--timeout", type=float, default=3600.0, help="seconds any one engine may take")
     add("--results-dir", type=Path, default=BENCH / "results")
     add("--work-dir", type=Path, default=None, help="scratch folder (default: a temporary one, removed)")
@@ -247,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
             results["main"] = bench.case("main", bench.spec("m"), quix=True, full=not args.skip_latency,
                                          sinks=True)
             save()
+            if not args.skip_compaction:
+                say(f"compaction: {args.compaction_files:,} small files; vacuum: {args.vacuum_files:,} files")
+                results["compaction"] = run_compaction_bench(
+                    work / "compaction", files=args.compaction_files, vacuum_files=args.vacuum_files).to_json()
+                save()
             for case in [] if args.skip_scaling else bench.scaling():
                 results["scaling"].append(case)
                 save()

@@ -61,6 +61,8 @@ def markdown(results: dict[str, Any]) -> str:
                      f"({times['commits']} commits).")
     if "sinks" in main:
         lines += ["", *sink_lines(main["sinks"], base)]
+    if "compaction" in results:
+        lines += ["", *compaction_lines(results["compaction"])]
     if results.get("scaling"):
         lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
                   "| RSS MiB baseline / streamwarden / quix |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -71,6 +73,22 @@ def markdown(results: dict[str, Any]) -> str:
                          f"| {_cell(case['ratios']['streamwarden_vs_baseline'])} | {_cell(rate(case.get('quix')))} "
                          f"| {rss} |")
     return "\n".join(lines) + "\n"
+
+
+def compaction_lines(c: dict[str, Any]) -> list[str]:
+    """Compaction against a plain pyarrow read-and-rewrite of the same files, and vacuum."""
+    return [f"Compaction of {c['files']:,} small files ({c['rows']:,} rows, {c['input_mb']} MiB, 4 partitions) "
+            f"to {c['files_after']} files:", "",
+            "| step | seconds | MB/s | rows/s | x pyarrow rewrite |", "| --- | --- | --- | --- | --- |",
+            f"| pyarrow read-and-rewrite (baseline) | {c['baseline_s']} | {c['baseline_mb_per_s']} "
+            f"| {_cell(c['baseline_rows_per_s'])} | 1.0 |",
+            f"| compaction (delta-rs optimize + commit) | {c['compaction_s']} | {c['compaction_mb_per_s']} "
+            f"| {_cell(c['compaction_rows_per_s'])} | {c['ratio_to_baseline']} |",
+            f"| compaction and its proof | {round(c['compaction_s'] + c['proof_s'], 3)} "
+            f"| {c['compaction_with_proof_mb_per_s']} | {_cell(c['compaction_with_proof_rows_per_s'])} "
+            f"| {c['ratio_with_proof']} |", "",
+            f"Vacuum of {c['vacuum_files']:,} unreferenced files: {c['vacuum_deleted']:,} deleted in "
+            f"{c['vacuum_s']} s."]
 
 
 def sink_lines(sinks: dict[str, Any], base: float | None) -> list[str]:
