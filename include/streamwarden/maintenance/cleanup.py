@@ -21,9 +21,8 @@ from typing import Any
 
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance.compaction import Journal
+from streamwarden.maintenance.settings import HOUR
 from streamwarden.tables.location import TableLocation
-
-HOUR = 3600
 
 
 @dataclass(frozen=True)

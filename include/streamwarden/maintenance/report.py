@@ -17,8 +17,7 @@ from typing import Any
 from streamwarden.maintenance.cleanup import Cleanup
 from streamwarden.maintenance.compaction import Compaction
 from streamwarden.maintenance.plan import TablePlan
-
-MiB = 2**20
+from streamwarden.maintenance.settings import MiB
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from streamwarden.maintenance.lock import table_lock
 from streamwarden.maintenance.plan import TablePlan, plan_table
 from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest
-from streamwarden.maintenance.settings import MaintenanceSettings
+from streamwarden.maintenance.settings import MaintenanceSettings, MiB
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
 
@@ -60,7 +60,7 @@ def compact(settings: Settings, request: MaintenanceRequest, plans: list[TablePl
                 done.append(pending)
             for number, partition in enumerate(table_plan.to_compact, 1):
                 log.info("%s: compacting %s (%d of %d): %d small files, %.1f MiB", location.name, partition.label,
-                         number, len(table_plan.to_compact), partition.small_files, partition.small_bytes / 2**20)
+                         number, len(table_plan.to_compact), partition.small_files, partition.small_bytes / MiB)
                 result = compact_partition(location, partition, folder=folder, run_id=run_id,
                                            target_size=request.target_file_size,
                                            compression=settings.output_compression)

@@ -23,6 +23,7 @@ from streamwarden.maintenance.compaction import Compaction, new_run_id
 from streamwarden.maintenance.plan import TablePlan
 from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest, request_from_params
+from streamwarden.maintenance.settings import MiB
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 
 log = logging.getLogger("streamwarden.maintenance")
@@ -67,7 +68,7 @@ class PlanCompactionOperator(BaseOperator):
             plans = steps.plan(hook.settings, request)
             run_id = new_run_id()
             log.info("plan (target %d MiB, small below %d MiB, at least %d small files)%s:\n%s",
-                     request.target_file_size // 2**20, request.small_file_bytes // 2**20, request.min_files,
+                     request.target_file_size // MiB, request.small_file_bytes // MiB, request.min_files,
                      ", dry run" if request.dry_run else "",
                      MaintenanceReport.build(run_id, dry_run=request.dry_run, outcome="planned", plans=plans,
                                              compactions=[], cleanups=[]).text())
