@@ -2,7 +2,8 @@
 a checkpoint's offset and commit logs as Spark writes them, and damage done through delta-rs.
 
 Every offset goes to exactly one table: every fifth to ``quarantine`` (one row), the others to
-``session_rows`` as a snapshot of ``ROWS_PER_OFFSET`` rows (one per ``row_id``). Files lie in the batch
+``session_rows`` as a snapshot of ``ROWS_PER_OFFSET`` rows (one per ``row_id``); with the records pipeline,
+every offset to ``records`` (one row). Files lie in the batch
 folder the sink planned, one folder per partition value, without the partition column (as Spark writes them).
 """
 
@@ -22,7 +23,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from streamwarden.settings import Settings, load_settings
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.sink.ranges import IntervalIndex, OffsetRanges
-from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.tables.statistics import file_statistics
 
 ROWS_PER_OFFSET = 3
@@ -34,6 +35,7 @@ SCHEMAS = {
     QUARANTINE: pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                            ("value", pa.binary()), ("error_class", pa.string()), ("source_topic", pa.string())]),
 }
+SCHEMAS[RECORDS] = SCHEMAS[QUARANTINE]  # one row per offset, like quarantine
 
 
 def settings_for(tmp_path: Path, **overrides: object) -> Settings:
@@ -48,13 +50,22 @@ def rows_for(name: str, topic: str, partition: int, start: int, end: int) -> pa.
     """The rows table ``name`` gets of offsets ``[start, end)`` (no partition column: it is in the folder)."""
     offsets = np.arange(start, end, dtype=np.int64)
     if name == QUARANTINE:
-        mine = offsets[quarantined(offsets)]
-        return pa.table({"topic": pa.array([topic] * len(mine), pa.string()),
-                         "partition": pa.array(np.full(len(mine), partition, np.int32)), "offset": mine,
-                         "value": pa.array([b"bad"] * len(mine), pa.binary()),
-                         "error_class": pa.array(["INVALID_JSON"] * len(mine), pa.string())})
-    mine = np.repeat(offsets[~quarantined(offsets)], ROWS_PER_OFFSET)
-    row_ids = np.tile(np.array([f"r{i}" for i in range(ROWS_PER_OFFSET)]), len(mine) // ROWS_PER_OFFSET)
+        return rows_at(name, topic, partition, offsets[quarantined(offsets)])
+    if name == SESSION_ROWS:
+        return rows_at(name, topic, partition, offsets[~quarantined(offsets)])
+    return rows_at(name, topic, partition, offsets)
+
+
+def rows_at(name: str, topic: str, partition: int, offsets: np.ndarray | list[int]) -> pa.Table:  # type: ignore[type-arg]
+    """The rows of table ``name`` for exactly ``offsets`` (``ROWS_PER_OFFSET`` each in ``session_rows``)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if name != SESSION_ROWS:
+        return pa.table({"topic": pa.array([topic] * len(offsets), pa.string()),
+                         "partition": pa.array(np.full(len(offsets), partition, np.int32)), "offset": offsets,
+                         "value": pa.array([b"bad"] * len(offsets), pa.binary()),
+                         "error_class": pa.array(["INVALID_JSON"] * len(offsets), pa.string())})
+    mine = np.repeat(offsets, ROWS_PER_OFFSET)
+    row_ids = np.tile(np.array([f"r{i}" for i in range(ROWS_PER_OFFSET)]), len(offsets))
     return pa.table({"topic": pa.array([topic] * len(mine), pa.string()),
                      "partition": pa.array(np.full(len(mine), partition, np.int32)), "offset": mine,
                      "session_id": pa.array([f"s{partition}"] * len(mine), pa.string()),
