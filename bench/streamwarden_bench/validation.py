@@ -72,7 +72,9 @@ def build_tables(settings: Settings, *, rows: int, topics: int = 2, partitions: 
     """Commit ``session_rows`` (``rows`` rows) and ``quarantine`` as one batch each; the ranges and the files."""
     tps = [(f"sites-{t}", p) for t in range(topics) for p in range(partitions)]
     session_offsets = rows // rows_per_offset // len(tps)
-    end = session_offsets * 5 // 4  # one offset in five is quarantined
+    end = session_offsets * 5 // 4  # one offset in five (0, 5, 10, ...) is quarantined
+    while end - (end + 4) // 5 < session_offsets:
+        end += 1
     ranges: OffsetRanges = {}
     for topic, partition in tps:
         ranges.setdefault(topic, {})[partition] = (0, end)
