@@ -1,0 +1,115 @@
+"""Check 3 against the real broker (Tansu): log start and end, expired offsets, lag, staleness.
+
+The tables are committed by the real DeltaSink for the offsets the broker acknowledged; the checkpoint says
+how far the stream has read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from stream_output import commit_batch, settings_for, write_checkpoint
+from streamwarden.local.broker import LocalBroker
+from streamwarden.settings import Settings
+from streamwarden.stream.sink.ranges import OffsetRanges
+from streamwarden.validation.findings import FindingClass
+from streamwarden.validation.settings import ValidationSettings
+from streamwarden.validation.steps import validate
+from support import produce_raw
+
+ONLINE = ValidationSettings(broker_timeout=10.0)
+WEEK = 7 * 24 * 3600.0  # the retention the topic factory creates topics with
+
+
+class Produced:
+    def __init__(self, settings: Settings, topic: str, ends: dict[int, int]) -> None:
+        self.settings, self.topic, self.ends = settings, topic, ends
+
+    def ranges(self, end: Callable[[int, int], int], start: Callable[[int, int], int] = lambda p, e: 0
+               ) -> OffsetRanges:
+        return {self.topic: {p: (start(p, e), end(p, e)) for p, e in sorted(self.ends.items())}}
+
+
+@pytest.fixture()
+def produced(tmp_path: Path, broker: LocalBroker, topic_factory: Callable[..., list[str]]) -> Produced:
+    (topic,) = topic_factory(1, partitions=2)
+    ends = produce_raw(broker.bootstrap_servers, [topic], 400)[topic]
+    assert set(ends) == {0, 1} and all(e > 100 for e in ends.values())
+    return Produced(settings_for(tmp_path, bootstrap_servers=broker.bootstrap_servers, topic_pattern=topic),
+                    topic, ends)
+
+
+def test_tables_holding_everything_kafka_holds_pass(produced: Produced) -> None:
+    everything = produced.ranges(lambda p, e: e)
+    commit_batch(produced.settings, everything, 0)
+    write_checkpoint(produced.settings, [everything])
+    report = validate(produced.settings, ONLINE)
+    assert report.passed and report.notes == (), report.text()
+    assert {(u.partition, u.log_start, u.log_end, u.position, u.lag, u.expired) for u in report.upstream} == {
+        (p, 0, e, e, 0, 0) for p, e in produced.ends.items()}
+    assert all(u.retention_s == WEEK and u.expires_in_s is None for u in report.upstream)
+    assert f"{produced.ends[0]:,}" in report.text()
+
+
+def test_unread_offsets_are_lag_and_turn_stale_without_commits(produced: Produced) -> None:
+    half = produced.ranges(lambda p, e: e // 2)
+    commit_batch(produced.settings, half, 0)
+    write_checkpoint(produced.settings, [half])
+    report = validate(produced.settings, ONLINE)
+    assert report.passed, report.text()
+    for u in report.upstream:
+        end = produced.ends[u.partition]
+        assert (u.position, u.lag, u.expired) == (end // 2, end - end // 2, 0)
+        assert u.oldest_unread_age_s is not None and 0 <= u.oldest_unread_age_s < 300
+        assert u.expires_in_s is not None and WEEK - 300 < u.expires_in_s <= WEEK
+        assert u.rate_per_s is not None and u.rate_per_s > 0  # the tables advanced since their creation
+    time.sleep(0.05)
+    stale = validate(produced.settings, ValidationSettings(broker_timeout=10.0, stale_after=0.01))
+    findings = [f for f in stale.findings if f.finding_class is FindingClass.STALE]
+    assert {(f.partition, f.ranges, f.count) for f in findings} == {
+        (p, ((e // 2, e),), e - e // 2) for p, e in produced.ends.items()}
+    assert all("no table commit" in f.detail and f.table is None for f in findings)
+
+
+def test_a_log_that_ends_below_the_tables_is_data_expired(produced: Produced) -> None:
+    beyond = produced.ranges(lambda p, e: e + 50 if p == 0 else e)  # e.g. the topic was recreated since
+    commit_batch(produced.settings, beyond, 0)
+    write_checkpoint(produced.settings, [beyond])
+    report = validate(produced.settings, ONLINE)
+    (expired,) = [f for f in report.findings if f.finding_class is FindingClass.DATA_EXPIRED]
+    end = produced.ends[0]
+    assert (expired.topic, expired.partition, expired.ranges, expired.count) == (produced.topic, 0,
+                                                                                 ((end, end + 50),), 50)
+    assert "recreated or truncated" in expired.detail and "retention.ms" in expired.next_action
+
+
+def test_offsets_deleted_before_they_were_read_are_data_expired(produced: Produced) -> None:
+    read = produced.ranges(lambda p, e: 20)
+    commit_batch(produced.settings, read, 0)
+    write_checkpoint(produced.settings, [read])
+    admin = AdminClient({"bootstrap.servers": produced.settings.bootstrap_servers})
+    try:
+        for future in admin.delete_records([TopicPartition(produced.topic, 0, 60)], request_timeout=10).values():
+            future.result(10)
+    except KafkaException as exc:  # the broker may not implement DeleteRecords
+        pytest.skip(f"the broker cannot delete records: {exc}")
+    report = validate(produced.settings, ONLINE)
+    (expired,) = [f for f in report.findings if f.finding_class is FindingClass.DATA_EXPIRED]
+    assert (expired.partition, expired.ranges, expired.count) == (0, ((20, 60),), 40)
+    assert "expired before they were read" in expired.detail
+
+
+def test_an_unreachable_broker_skips_the_check_with_a_note(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, bootstrap_servers="127.0.0.1:9")
+    ranges: OffsetRanges = {"sites-a": {0: (0, 10)}}
+    commit_batch(settings, ranges, 0)
+    write_checkpoint(settings, [ranges])
+    report = validate(settings, ValidationSettings(broker_timeout=1.0))
+    assert report.passed and report.upstream == ()
+    assert any("the broker could not be asked, check 3 skipped" in n for n in report.notes), report.notes
