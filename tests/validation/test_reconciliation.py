@@ -229,3 +229,19 @@ def test_validation_settings_have_their_own_prefix(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("STREAMWARDEN_VALIDATION_STALE_AFTR", "5m")
     with pytest.raises(SettingsError, match="STREAMWARDEN_VALIDATION_STALE_AFTER"):
         load_validation_settings()
+
+
+def test_findings_and_the_report_survive_json(settings: Settings) -> None:
+    remove_file(settings, SESSION_ROWS, file_of(settings, SESSION_ROWS, "sites-a", "part-0-50-b.zstd.parquet"))
+    report = validate(settings, OFFLINE)
+    document = json.loads(json.dumps(report.to_json()))
+    assert document["passed"] is False and document["classes"] == {"GAP": 1}
+    assert [Finding.from_json(f) for f in document["findings"]] == list(report.findings)
+    (finding,) = document["findings"]
+    assert finding["class"] == "GAP" and finding["next_action"] == report.findings[0].next_action
+    assert document["checkpoint"]["committed"] == {"sites-a": {"0": 150, "1": 40}, "sites-b": {"0": 33}}
+    lines = report.text().splitlines()
+    assert lines[0].split() == ["topic", "partition", "claimed", "session_rows", "offsets", "quarantine", "offsets",
+                                "gaps", "duplicates", "log", "start", "log", "end", "lag", "expired"]
+    assert lines[1].split()[:7] == ["sites-a", "0", "[0,", "150)", "80", "30", "40"]
+    assert any(line.startswith("next action (GAP):") for line in lines)
