@@ -245,3 +245,11 @@ def test_findings_and_the_report_survive_json(settings: Settings) -> None:
                                 "gaps", "duplicates", "log", "start", "log", "end", "lag", "expired"]
     assert lines[1].split()[:7] == ["sites-a", "0", "[0,", "150)", "80", "30", "40"]
     assert any(line.startswith("next action (GAP):") for line in lines)
+
+
+def test_without_the_row_key_columns_a_row_is_keyed_by_all_its_columns(settings: Settings) -> None:
+    keyless = ValidationSettings(kafka=False, row_key="handler_row")  # a handler without row_id
+    assert validate(settings, keyless).passed  # the rows of one snapshot differ in their values
+    add_copy(settings, SESSION_ROWS, file_of(settings, SESSION_ROWS, "sites-b", "part-0-0-a.zstd.parquet"))
+    (duplicate,) = validate(settings, keyless).findings
+    assert (duplicate.finding_class, duplicate.table, duplicate.count) == (FindingClass.DUPLICATE, SESSION_ROWS, 36)

@@ -121,24 +121,25 @@ class _Reconciliation:
             source = f"rows_{table.name}"
             self.con.register(source, table.dataset())
             keys = 'topic, "partition", "offset"'
-            chosen: list[str] = []
-            if table.name in MULTI_ROW_TABLES:
-                columns = table.columns()
-                chosen = list(self.row_key) if all(c in columns for c in self.row_key) \
-                    else [c for c in columns if c not in ("topic", "partition", "offset")]
+            rows = f'(SELECT * FROM {source} WHERE {" AND ".join(f"{k} IS NOT NULL" for k in keys.split(", "))})'
+            head = f"SELECT topic, \"partition\"::BIGINT AS \"partition\", \"offset\", '{table.name}' AS tbl"
+            if table.name not in MULTI_ROW_TABLES:
+                selects.append(f"{head}, count(*)::BIGINT AS rows, (count(*) - 1)::BIGINT AS extra "
+                               f"FROM {rows} GROUP BY {keys}")
+                continue
+            columns = table.columns()
+            chosen = list(self.row_key) if all(c in columns for c in self.row_key) \
+                else [c for c in columns if c not in ("topic", "partition", "offset")]
             group = ", ".join([keys, *(_quote(c) for c in chosen)])
-            selects.append(
-                f"SELECT topic, \"partition\"::BIGINT AS \"partition\", \"offset\", '{table.name}' AS tbl, "
-                f"sum(copies)::BIGINT AS rows, sum(copies - 1)::BIGINT AS extra "
-                f"FROM (SELECT {keys}, count(*) AS copies FROM {source} GROUP BY {group}) GROUP BY {keys}")
+            selects.append(f"{head}, sum(copies)::BIGINT AS rows, sum(copies - 1)::BIGINT AS extra "
+                           f"FROM (SELECT {keys}, count(*) AS copies FROM {rows} GROUP BY {group}) GROUP BY {keys}")
         self.con.execute("CREATE OR REPLACE TEMP TABLE accounted AS " + " UNION ALL ".join(selects))
 
     def _figures(self) -> dict[TopicPartition, dict[str, tuple[int, int]]]:
         """Rows and distinct offsets per topic-partition and table."""
         found: dict[TopicPartition, dict[str, tuple[int, int]]] = {}
         for topic, partition, table, rows, offsets in self.con.execute(
-                'SELECT topic, "partition", tbl, sum(rows), count(*) FROM accounted WHERE topic IS NOT NULL '
-                'AND "partition" IS NOT NULL AND "offset" IS NOT NULL GROUP BY ALL').fetchall():
+                'SELECT topic, "partition", tbl, sum(rows), count(*) FROM accounted GROUP BY ALL').fetchall():
             found.setdefault((str(topic), int(partition)), {})[str(table)] = (int(rows), int(offsets))
         return found
 
