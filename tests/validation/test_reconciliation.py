@@ -253,3 +253,15 @@ def test_without_the_row_key_columns_a_row_is_keyed_by_all_its_columns(settings:
     add_copy(settings, SESSION_ROWS, file_of(settings, SESSION_ROWS, "sites-b", "part-0-0-a.zstd.parquet"))
     (duplicate,) = validate(settings, keyless).findings
     assert (duplicate.finding_class, duplicate.table, duplicate.count) == (FindingClass.DUPLICATE, SESSION_ROWS, 36)
+
+
+def test_a_committed_checkpoint_without_tables_is_a_mismatch(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    write_checkpoint(settings, [BATCH_0])
+    (settings.checkpoint_location / "streamwarden_initial_offsets.json").write_text(
+        json.dumps({"sites-a": {"0": 0, "1": 0}, "sites-b": {"0": 0}}))
+    findings = validate(settings, OFFLINE).findings  # e.g. STREAMWARDEN_OUTPUT_ROOT points at a new folder
+    assert {(f.finding_class, f.table, f.topic, f.partition, f.ranges) for f in findings} == {
+        (FindingClass.CHECKPOINT_MISMATCH, table, topic, partition, ((0, end),)) for table in (SESSION_ROWS, QUARANTINE)
+        for topic, parts in BATCH_0.items() for partition, (_, end) in parts.items()}
+    assert all("does not exist" in f.detail for f in findings)

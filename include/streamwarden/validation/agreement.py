@@ -81,11 +81,18 @@ def with_planned(position: CheckpointPosition) -> CheckpointPosition:
                               {**position.committed, **planned}, entered)
 
 
-def check_checkpoint(position: CheckpointPosition, tables: Sequence[PinnedTable]) -> list[Finding]:
-    """Check 2 for every topic-partition the checkpoint has committed."""
+def check_checkpoint(position: CheckpointPosition, tables: Sequence[PinnedTable], absent: Sequence[str] = ()
+                     ) -> list[Finding]:
+    """Check 2 for every topic-partition the checkpoint has committed (``absent``: tables of the pipeline
+    that do not exist, though the checkpoint may say they should hold offsets)."""
     if not position.exists:
         return []
     findings: list[Finding] = []
+    for name in absent:
+        for tp, committed in sorted(position.committed.items()):
+            start = position.entered.get(tp)
+            if start is not None and committed > start:
+                findings.append(_behind(name, tp, (start, committed), "does not exist"))
     for table in tables:
         claims = table.claims(position.committed)
         for tp, committed in sorted(position.committed.items()):
@@ -108,8 +115,8 @@ def check_checkpoint(position: CheckpointPosition, tables: Sequence[PinnedTable]
 
 def _behind(table: str, tp: TopicPartition, missing: Interval, holds: str) -> Finding:
     return Finding(FindingClass.CHECKPOINT_MISMATCH, table, tp[0], tp[1], (missing,), missing[1] - missing[0],
-                   f"the checkpoint has committed up to {missing[1]} but the table {holds}: the stream will not "
-                   f"read [{missing[0]}, {missing[1]}) again")
+                   f"the checkpoint has committed {tp[0]}[{tp[1]}] up to {missing[1]} but the table {holds}: "
+                   f"the stream will not read [{missing[0]}, {missing[1]}) again")
 
 
 def _flat(doc: OffsetDoc | None) -> dict[TopicPartition, int]:

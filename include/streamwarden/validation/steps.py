@@ -67,7 +67,7 @@ def validate(settings: Settings, validation: ValidationSettings, *, versions: Ma
         notes.append("tables pinned at given versions: checked against their own logs only (check 1)")
     else:
         if position.exists:
-            findings += check_checkpoint(position, tables)
+            findings += check_checkpoint(position, tables, absent)
         else:
             notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
         if validation.kafka:
