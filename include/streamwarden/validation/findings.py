@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 Interval = tuple[int, int]
+Row = TypeVar("Row")
 
 
 class FindingClass(StrEnum):
@@ -94,3 +95,13 @@ class Finding:
         where = f"{self.table}: " if self.table else ""
         return (f"{self.finding_class.value} {where}{self.topic}[{self.partition}] {self.count:,} "
                 f"{'' if not shown else f'at {shown} '}- {self.detail}")
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[Row]):
+    """What a check against Kafka found: its figures (``rows``), its findings, or why Kafka could not answer
+    (``error``: no finding then, a note in the report)."""
+
+    rows: tuple[Row, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    error: str | None = None

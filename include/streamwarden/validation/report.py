@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.validation.agreement import CheckpointPosition
+from streamwarden.validation.audit import HourCount
 from streamwarden.validation.coverage import PartitionCoverage
 from streamwarden.validation.findings import Finding
 from streamwarden.validation.upstream import PartitionUpstream
@@ -35,6 +36,7 @@ class ValidationReport:
     checkpoint: CheckpointPosition | None
     partitions: tuple[PartitionCoverage, ...]
     upstream: tuple[PartitionUpstream, ...]
+    hours: tuple[HourCount, ...]  # the per-hour audit
     findings: tuple[Finding, ...]
     notes: tuple[str, ...]  # checks skipped, and why
 
@@ -51,7 +53,7 @@ class ValidationReport:
                 "passed": self.passed, "versions": self.versions, "classes": self.classes(),
                 "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
                 "partitions": [p.to_json() for p in self.partitions],
-                "upstream": [u.to_json() for u in self.upstream],
+                "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes)}
 
     def text(self) -> str:
@@ -72,6 +74,9 @@ class ValidationReport:
                           for i, cell in enumerate(row)).rstrip() for row in [header, *lines]]
         if not lines:
             text.append("(no topic-partition in the tables yet)")
+        if self.hours:
+            mismatched = sum(h.kafka != h.tables for h in self.hours)
+            text.append(f"audit: {len(self.hours):,} topic-partition hours compared with Kafka, {mismatched:,} differ")
         text.extend(f"  {f.line()}" for f in self.findings)
         for finding in {f.finding_class: f for f in self.findings}.values():
             text.append(f"next action ({finding.finding_class.value}): {finding.next_action}")

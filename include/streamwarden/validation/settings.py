@@ -26,6 +26,8 @@ class ValidationSettings(BaseSettings):
     broker_timeout: float = Field(10.0, gt=0, description="Longest wait for one broker look-up.")
     stale_after: float = Field(900.0, gt=0, description="Unread data in Kafka and no table commit for this long "
                                "is STALE.")
+    audit_hours: int = Field(24, ge=0, le=24 * 31, description="Hours (the newest) of the per-hour audit against "
+                             "Kafka; 0 turns it off.")
     max_ranges: int = Field(10, ge=1, le=1000, description="Offset ranges named as evidence per finding.")
 
     @field_validator("broker_timeout", "stale_after", mode="before")

@@ -3,8 +3,8 @@
 1. The checkpoint's committed position is read, then every table of the pipeline is pinned at its newest
    version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
 2. Check 1, offsets covered without gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
-   tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`), unless turned off or the broker is down
-   (a note then, not a finding).
+   tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`) and check 4, the per-hour audit
+   (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding).
 3. The report (:mod:`.report`) is written; a passing run records its versions as the last validated ones.
 
 Tables pinned at given versions (an older version, to check it before a recovery) are checked by check 1
@@ -21,8 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
+
 from streamwarden.settings import Settings
+from streamwarden.tables.committed import TopicPartition
 from streamwarden.validation.agreement import check_checkpoint, read_committed, with_planned
+from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
 from streamwarden.validation.coverage import check_coverage
 from streamwarden.validation.report import (
     ValidationReport,
@@ -31,7 +35,7 @@ from streamwarden.validation.report import (
     write_report,
 )
 from streamwarden.validation.settings import ValidationSettings
-from streamwarden.validation.snapshot import pin, table_names
+from streamwarden.validation.snapshot import PinnedTable, pin, table_names
 from streamwarden.validation.upstream import PartitionUpstream, check_upstream
 
 log = logging.getLogger("streamwarden.validation")
@@ -59,28 +63,53 @@ def validate(settings: Settings, validation: ValidationSettings, *, versions: Ma
     if absent:
         notes.append(f"no Delta table yet: {', '.join(absent)} (the stream creates its tables at start)")
     current = not versions
-    coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
-                              more_partitions=position.committed if current else ())
-    findings = list(coverage.findings)
     upstream: tuple[PartitionUpstream, ...] = ()
-    if not current:
-        notes.append("tables pinned at given versions: checked against their own logs only (check 1)")
-    else:
-        if position.exists:
-            findings += check_checkpoint(position, tables, absent)
+    hours: tuple[HourCount, ...] = ()
+    with duckdb.connect() as con:
+        coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
+                                  more_partitions=position.committed if current else (), connection=con)
+        findings = list(coverage.findings)
+        if not current:
+            notes.append("tables pinned at given versions: checked against their own logs only (check 1)")
         else:
-            notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
-        if validation.kafka:
-            result = check_upstream(settings, tables, position.committed if position.exists else None,
-                                    timeout=validation.broker_timeout, stale_after=validation.stale_after)
-            if result.error is not None:
-                notes.append(f"the broker could not be asked, check 3 skipped: {result.error}")
-            upstream, findings = result.partitions, findings + list(result.findings)
-        else:
-            notes.append("Kafka not asked (STREAMWARDEN_VALIDATION_KAFKA=false): check 3 skipped")
+            if position.exists:
+                findings += check_checkpoint(position, tables, absent)
+            else:
+                notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
+            if validation.kafka:
+                result = check_upstream(settings, tables, position.committed if position.exists else None,
+                                        timeout=validation.broker_timeout, stale_after=validation.stale_after)
+                if result.error is not None:
+                    notes.append(f"the broker could not be asked, check 3 skipped: {result.error}")
+                upstream, findings = result.rows, findings + list(result.findings)
+                if upstream and validation.audit_hours:
+                    audited = _audit(settings, validation, con, tables, upstream)
+                    if audited.error is not None:
+                        notes.append(f"Kafka could not be asked for offsets by time, check 4 skipped: "
+                                     f"{audited.error}")
+                    hours, findings = audited.rows, findings + list(audited.findings)
+            else:
+                notes.append("Kafka not asked (STREAMWARDEN_VALIDATION_KAFKA=false): checks 3 and 4 skipped")
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), {t.name: t.version for t in tables},
-                            position if current else None, coverage.partitions, upstream, tuple(findings),
-                            tuple(notes))
+                            position if current else None, coverage.partitions, upstream, hours,
+                            tuple(findings), tuple(notes))
+
+
+def _audit(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
+           tables: list[PinnedTable], upstream: tuple[PartitionUpstream, ...]) -> Audit:
+    """Check 4 for the partitions check 3 saw, from the later of the log start and the tables' first claim."""
+    firsts: dict[TopicPartition, int] = {}
+    for table in tables:
+        for tp, intervals in table.known_claims().items():
+            if intervals:
+                firsts[tp] = min(firsts.get(tp, intervals[0][0]), intervals[0][0])
+    windows = {(u.topic, u.partition): (max(u.log_start, firsts[(u.topic, u.partition)]), u.position)
+               for u in upstream if (u.topic, u.partition) in firsts}
+    if not windows:
+        return Audit()
+    boundaries = ask_kafka(settings, {(u.topic, u.partition): u.log_end for u in upstream if (u.topic, u.partition)
+                                      in windows}, validation.audit_hours, validation.broker_timeout, time.time())
+    return Audit(error=boundaries) if isinstance(boundaries, str) else audit(con, boundaries, windows)
 
 
 def record(settings: Settings, report: ValidationReport) -> Recorded:

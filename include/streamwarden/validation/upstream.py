@@ -16,12 +16,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from streamwarden.kafka.admin import TopicPartitionId
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import TopicPartition
-from streamwarden.validation.findings import Finding, FindingClass
+from streamwarden.validation.findings import Finding, FindingClass, Outcome
 from streamwarden.validation.snapshot import PinnedTable
 from streamwarden.warden.broker_view import BrokerView, observe_broker
 
@@ -45,17 +44,9 @@ class PartitionUpstream:
     rate_per_s: float | None  # offsets per second the tables advanced over their recent commits
     expires_in_s: float | None  # when the oldest unread record expires (None: nothing unread, or unknown)
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(vars(self))
 
-
-@dataclass(frozen=True)
-class Upstream:
-    """Check 3's outcome; ``error`` when the broker could not be asked (no finding then)."""
-
-    partitions: tuple[PartitionUpstream, ...] = ()
-    findings: tuple[Finding, ...] = ()
-    error: str | None = None
+Upstream = Outcome[PartitionUpstream]
+"""Check 3's outcome: the partitions as Kafka holds them, the findings, or why the broker could not answer."""
 
 
 def check_upstream(settings: Settings, tables: Sequence[PinnedTable], committed: dict[TopicPartition, int] | None,
