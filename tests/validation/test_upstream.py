@@ -55,6 +55,22 @@ def test_tables_holding_everything_kafka_holds_pass(produced: Produced) -> None:
         (p, 0, e, e, 0, 0) for p, e in produced.ends.items()}
     assert all(u.retention_s == WEEK and u.expires_in_s is None for u in report.upstream)
     assert f"{produced.ends[0]:,}" in report.text()
+    assert {(h.partition, h.first, h.end, h.kafka, h.tables) for h in report.hours} == {  # produced this hour
+        (p, 0, e, e, e) for p, e in produced.ends.items()}
+    assert "audit: 2 topic-partition hours compared with Kafka, 0 differ" in report.text()
+
+
+def test_offsets_skipped_without_a_claim_are_an_audit_mismatch(produced: Produced) -> None:
+    first = produced.ranges(lambda p, e: 50)
+    after_restart = produced.ranges(lambda p, e: e, start=lambda p, e: 80)  # e.g. restarted at explicit offsets
+    commit_batch(produced.settings, first, 0)
+    commit_batch(produced.settings, after_restart, 0)
+    write_checkpoint(produced.settings, [after_restart])
+    report = validate(produced.settings, ONLINE)
+    mismatches = [f for f in report.findings if f.finding_class is FindingClass.AUDIT_MISMATCH]
+    assert {(f.partition, f.ranges, f.count) for f in mismatches} == {
+        (p, ((0, e),), 30) for p, e in produced.ends.items()}
+    assert len(report.findings) == 2, report.text()  # check 1 sees nothing: the logs claim what the tables hold
 
 
 def test_unread_offsets_are_lag_and_turn_stale_without_commits(produced: Produced) -> None:
