@@ -246,6 +246,9 @@ def test_findings_and_the_report_survive_json(settings: Settings) -> None:
                                 "gaps", "duplicates", "log", "start", "log", "end", "lag", "expired"]
     assert lines[1].split()[:7] == ["sites-a", "0", "[0,", "150)", "80", "30", "40"]
     assert any(line.startswith("next action (GAP):") for line in lines)
+    summary = report.summary(Path("/x/report.json"), max_findings=0)
+    assert summary["findings_total"] == 1 and summary["findings"] == [] and summary["report"] == "/x/report.json"
+    assert json.loads(json.dumps(summary))["classes"] == {"GAP": 1}
 
 
 def test_without_the_row_key_columns_a_row_is_keyed_by_all_its_columns(settings: Settings) -> None:

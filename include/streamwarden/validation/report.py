@@ -1,6 +1,6 @@
 """The record of one validation run: the versions read, figures per topic-partition, findings, and the verdict.
 
-Shown as a table in the task log, pushed to XCom (:meth:`ValidationReport.to_json`), written to
+Shown as a table in the task log, pushed to XCom (:meth:`ValidationReport.summary`), written in full to
 ``<run_root>/validation/<UTC time>.json`` (file mode 0600). When every check passed, the versions read are
 recorded as the last validated versions (``<run_root>/validation/last_validated.json``): the version of each
 table that ``recover_stream`` may roll back to.
@@ -55,6 +55,14 @@ class ValidationReport:
                 "partitions": [p.to_json() for p in self.partitions],
                 "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes)}
+
+    def summary(self, report_path: Path | None = None, max_findings: int = 50) -> dict[str, Any]:
+        """A small JSON form for XCom and alerts: verdict, versions, classes and the first findings (the file
+        holds the rest)."""
+        return {"run_id": self.run_id, "finished_at": self.finished_at, "passed": self.passed,
+                "versions": self.versions, "classes": self.classes(), "findings_total": len(self.findings),
+                "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
+                "report": None if report_path is None else str(report_path)}
 
     def text(self) -> str:
         """The report as a fixed-width table for a person, then the findings and the next actions."""
