@@ -269,3 +269,13 @@ def test_a_committed_checkpoint_without_tables_is_a_mismatch(tmp_path: Path) -> 
         (FindingClass.CHECKPOINT_MISMATCH, table, topic, partition, ((0, end),)) for table in (SESSION_ROWS, QUARANTINE)
         for topic, parts in BATCH_0.items() for partition, (_, end) in parts.items()}
     assert all("does not exist" in f.detail for f in findings)
+
+
+def test_without_a_checkpoint_a_table_ahead_by_its_newest_batch_passes(settings: Settings) -> None:
+    commit_batch(settings, BATCH_2, 2, tables=(SESSION_ROWS,))
+    for folder in ("offsets", "commits"):
+        for batch in (settings.checkpoint_location / folder).iterdir():
+            batch.unlink()
+    report = validate(settings, OFFLINE)
+    assert report.passed, report.text()
+    assert any("check 2 skipped" in n for n in report.notes)

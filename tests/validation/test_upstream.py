@@ -129,3 +129,18 @@ def test_an_unreachable_broker_skips_the_check_with_a_note(tmp_path: Path) -> No
     report = validate(settings, ValidationSettings(broker_timeout=1.0))
     assert report.passed and report.upstream == ()
     assert any("the broker could not be asked, check 3 skipped" in n for n in report.notes), report.notes
+
+
+def test_unread_data_expiring_before_the_stream_reaches_it_is_stale() -> None:
+    from streamwarden.validation.upstream import PartitionUpstream, _findings
+
+    def row(rate: float | None, expires_in: float) -> PartitionUpstream:
+        return PartitionUpstream("t", 0, 0, 10_000, 4_000, 0, 6_000, WEEK, WEEK - expires_in, rate, expires_in)
+
+    now = time.time()
+    assert _findings(row(100.0, 3600), [4_000], now - 5, now, 900) == []  # 60 s to catch up, an hour left
+    (slow,) = _findings(row(1.0, 3600), [4_000], now - 5, now, 900)  # 6,000 s to catch up
+    assert (slow.finding_class, slow.ranges, slow.count) == (FindingClass.STALE, ((4_000, 10_000),), 6_000)
+    assert "expires in 3,600 s" in slow.detail and "1.0 offsets/s needs 6,000 s" in slow.detail
+    (stuck,) = _findings(row(None, 3600), [4_000], now - 5, now, 900)
+    assert "no progress" in stuck.detail
