@@ -25,9 +25,10 @@ import duckdb
 
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import TopicPartition
-from streamwarden.validation.agreement import check_checkpoint, read_committed, with_planned
+from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
 from streamwarden.validation.coverage import check_coverage
+from streamwarden.validation.findings import Finding
 from streamwarden.validation.report import (
     ValidationReport,
     record_last_validated,
@@ -77,22 +78,29 @@ def validate(settings: Settings, validation: ValidationSettings, *, versions: Ma
             else:
                 notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
             if validation.kafka:
-                result = check_upstream(settings, tables, position.committed if position.exists else None,
-                                        timeout=validation.broker_timeout, stale_after=validation.stale_after)
-                if result.error is not None:
-                    notes.append(f"the broker could not be asked, check 3 skipped: {result.error}")
-                upstream, findings = result.rows, findings + list(result.findings)
-                if upstream and validation.audit_hours:
-                    audited = _audit(settings, validation, con, tables, upstream)
-                    if audited.error is not None:
-                        notes.append(f"Kafka could not be asked for offsets by time, check 4 skipped: "
-                                     f"{audited.error}")
-                    hours, findings = audited.rows, findings + list(audited.findings)
+                upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position)
+                findings, notes = findings + found, notes + said
             else:
                 notes.append("Kafka not asked (STREAMWARDEN_VALIDATION_KAFKA=false): checks 3 and 4 skipped")
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), {t.name: t.version for t in tables},
                             position if current else None, coverage.partitions, upstream, hours,
                             tuple(findings), tuple(notes))
+
+
+def _against_kafka(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
+                   tables: list[PinnedTable], position: CheckpointPosition
+                   ) -> tuple[tuple[PartitionUpstream, ...], tuple[HourCount, ...], list[Finding], list[str]]:
+    """Checks 3 and 4: their figures, findings, and notes on what was skipped."""
+    result = check_upstream(settings, tables, position.committed if position.exists else None,
+                            timeout=validation.broker_timeout, stale_after=validation.stale_after)
+    if result.error is not None:
+        return (), (), [], [f"the broker could not be asked, checks 3 and 4 skipped: {result.error}"]
+    if not validation.audit_hours:
+        return result.rows, (), list(result.findings), []
+    audited = _audit(settings, validation, con, tables, result.rows)
+    notes = [] if audited.error is None else [
+        f"Kafka could not be asked for offsets by time, check 4 skipped: {audited.error}"]
+    return result.rows, audited.rows, [*result.findings, *audited.findings], notes
 
 
 def _audit(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
