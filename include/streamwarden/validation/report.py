@@ -111,12 +111,15 @@ def write_report(folder: Path, report: ValidationReport) -> Path:
 
 
 def record_last_validated(folder: Path, report: ValidationReport, report_path: Path) -> dict[str, Any] | None:
-    """When ``report`` passed: its versions become the last validated ones (other tables keep theirs).
+    """When ``report`` passed: its versions become the last validated ones, unless a newer version of a table
+    passed before (other tables keep theirs).
     The document written, or None when the report failed (nothing is changed)."""
     if not report.passed:
         return None
     document: dict[str, Any] = last_validated(folder) or {"tables": {}}
     for name, version in report.versions.items():
+        if document["tables"].get(name, {}).get("version", -1) > version:
+            continue  # an older version validated again: the newest passing one stays
         document["tables"][name] = {"version": version, "validated_at": report.finished_at, "run_id": report.run_id,
                                     "report": report_path.name}
     write_json_atomic(folder / LAST_VALIDATED, document)
