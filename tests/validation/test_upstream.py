@@ -71,6 +71,7 @@ def test_offsets_skipped_without_a_claim_are_an_audit_mismatch(produced: Produce
     assert {(f.partition, f.ranges, f.count) for f in mismatches} == {
         (p, ((0, e),), 30) for p, e in produced.ends.items()}
     assert len(report.findings) == 2, report.text()  # check 1 sees nothing: the logs claim what the tables hold
+    assert all("Kafka still holds them (its log starts at 0)" in f.detail for f in mismatches)
 
 
 def test_unread_offsets_are_lag_and_turn_stale_without_commits(produced: Produced) -> None:
@@ -144,3 +145,18 @@ def test_unread_data_expiring_before_the_stream_reaches_it_is_stale() -> None:
     assert "expires in 3,600 s" in slow.detail and "1.0 offsets/s needs 6,000 s" in slow.detail
     (stuck,) = _findings(row(None, 3600), [4_000], now - 5, now, 900)
     assert "no progress" in stuck.detail
+
+
+def test_missing_offsets_are_told_whether_kafka_still_holds_them() -> None:
+    from streamwarden.validation.findings import Finding
+    from streamwarden.validation.upstream import PartitionUpstream, annotate
+
+    kafka = [PartitionUpstream("t", 0, 100, 500, 500, 0, 0, WEEK, None, None, None)]
+    gap = Finding(FindingClass.GAP, "session_rows", "t", 0, ((150, 160),), 10, "claimed")
+    lost = Finding(FindingClass.CHECKPOINT_MISMATCH, "quarantine", "t", 0, ((40, 60),), 20, "behind")
+    stale = Finding(FindingClass.STALE, None, "t", 0, ((400, 500),), 100, "slow")
+    other = Finding(FindingClass.GAP, "session_rows", "u", 0, ((1, 2),), 1, "elsewhere")
+    told = annotate([gap, lost, stale, other], kafka)
+    assert told[0].detail == "claimed; Kafka still holds them (its log starts at 100): they can be read again"
+    assert told[1].detail == "behind; Kafka's log starts at 100: offsets below it are gone from Kafka too"
+    assert told[2:] == [stale, other]

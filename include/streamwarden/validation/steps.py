@@ -37,7 +37,7 @@ from streamwarden.validation.report import (
 )
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import PinnedTable, pin, table_names
-from streamwarden.validation.upstream import PartitionUpstream, check_upstream
+from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
 
 log = logging.getLogger("streamwarden.validation")
 
@@ -79,7 +79,7 @@ def validate(settings: Settings, validation: ValidationSettings, *, versions: Ma
                 notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
             if validation.kafka:
                 upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position)
-                findings, notes = findings + found, notes + said
+                findings, notes = annotate(findings + found, upstream), notes + said
             else:
                 notes.append("Kafka not asked (STREAMWARDEN_VALIDATION_KAFKA=false): checks 3 and 4 skipped")
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), {t.name: t.version for t in tables},

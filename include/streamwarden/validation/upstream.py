@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streamwarden.kafka.admin import TopicPartitionId
 from streamwarden.settings import Settings
@@ -71,6 +71,26 @@ def check_upstream(settings: Settings, tables: Sequence[PinnedTable], committed:
         rows.append(row)
         findings += _findings(row, ends.get(tp, []), last_commit, now, stale_after)
     return Upstream(tuple(rows), tuple(findings))
+
+
+def annotate(findings: Sequence[Finding], partitions: Sequence[PartitionUpstream]) -> list[Finding]:
+    """Offsets missing from the tables (GAP, AUDIT_MISMATCH, CHECKPOINT_MISMATCH) told whether Kafka still holds
+    them (they can be read again) or not any more."""
+    kafka = {(p.topic, p.partition): p for p in partitions}
+    told = []
+    for finding in findings:
+        upstream = kafka.get((finding.topic, finding.partition))
+        missing = finding.finding_class in (FindingClass.GAP, FindingClass.AUDIT_MISMATCH,
+                                            FindingClass.CHECKPOINT_MISMATCH)
+        if upstream is None or not missing or not finding.ranges:
+            told.append(finding)
+            continue
+        first = finding.ranges[0][0]
+        note = (f"Kafka still holds them (its log starts at {upstream.log_start:,}): they can be read again"
+                if first >= upstream.log_start else
+                f"Kafka's log starts at {upstream.log_start:,}: offsets below it are gone from Kafka too")
+        told.append(replace(finding, detail=f"{finding.detail}; {note}"))
+    return told
 
 
 def _row(view: BrokerView, tp: TopicPartitionId, marks: tuple[int, int], position: int, rate: float | None
