@@ -160,3 +160,13 @@ def test_missing_offsets_are_told_whether_kafka_still_holds_them() -> None:
     assert told[0].detail == "claimed; Kafka still holds them (its log starts at 100): they can be read again"
     assert told[1].detail == "behind; Kafka's log starts at 100: offsets below it are gone from Kafka too"
     assert told[2:] == [stale, other]
+
+
+def test_a_position_below_the_log_start_is_data_expired() -> None:
+    from streamwarden.validation.upstream import PartitionUpstream, _findings
+
+    row = PartitionUpstream("t", 1, 300, 900, 120, 180, 600, WEEK, 60.0, 10.0, WEEK - 60)
+    (expired,) = _findings(row, [120], time.time(), time.time(), 900)
+    assert (expired.finding_class, expired.table, expired.partition, expired.ranges, expired.count) == (
+        FindingClass.DATA_EXPIRED, None, 1, ((120, 300),), 180)
+    assert "180 offsets expired before they were read" in expired.detail
