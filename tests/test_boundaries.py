@@ -1,9 +1,9 @@
 """The capability folders' import boundaries, checked on the source and on a real interpreter.
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
-- ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/``, ``maintenance/`` and the shared top-level
-  modules import no pyspark: the Airflow workers and ``streamwarden up`` need no Spark to judge, stop or
-  start the stream, or to read and maintain the tables;
+- ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/`` and the
+  shared top-level modules import no pyspark: the Airflow workers and ``streamwarden up`` need no Spark to
+  judge, stop or start the stream, or to read, maintain and validate the tables;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
 - the Airflow plugins and DAG files import no pyspark.
 
@@ -41,7 +41,8 @@ class Rule:
 RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka",
-          "streamwarden.tables", "streamwarden.maintenance"), ("pyspark",), "the warden side runs without Spark",
+          "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation"), ("pyspark",),
+         "the warden side runs without Spark",
          modules=SHARED),
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),
          "the Spark job does not depend on its supervisor"),

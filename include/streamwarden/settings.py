@@ -41,7 +41,8 @@ _MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[\w.\-]+:\d+(,
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
 MAINTENANCE_ENV_PREFIX = "STREAMWARDEN_MAINTENANCE_"
-SIBLING_ENV_PREFIXES = (WARDEN_ENV_PREFIX, MAINTENANCE_ENV_PREFIX)
+VALIDATION_ENV_PREFIX = "STREAMWARDEN_VALIDATION_"
+SIBLING_ENV_PREFIXES = (WARDEN_ENV_PREFIX, MAINTENANCE_ENV_PREFIX, VALIDATION_ENV_PREFIX)
 """Prefixes of the settings of the DAGs beside the stream: each has its own model, checked by its own loader."""
 OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN_CHAOS_KILL_AT",
                              "STREAMWARDEN_CHAOS_RAISE_AT"})

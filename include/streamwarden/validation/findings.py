@@ -1,0 +1,107 @@
+"""What a validation run can find wrong, as typed findings: the class, the evidence, and the next action.
+
+A finding names the table (or none, for a fact of Kafka alone), the topic-partition, the offsets concerned
+as half-open ranges ``[start, end)`` (the first few; ``count`` is exact), and what was seen in words. The
+class decides the next action a person is told; it is the same text for every finding of the class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+Interval = tuple[int, int]
+Row = TypeVar("Row")
+
+
+class FindingClass(StrEnum):
+    """Why a validation run failed."""
+
+    GAP = "GAP"  # offsets the log records as committed that no table holds
+    DUPLICATE = "DUPLICATE"  # an offset in both tables, a row twice, or rows no committed run claims
+    CHECKPOINT_MISMATCH = "CHECKPOINT_MISMATCH"  # the checkpoint and the tables disagree beyond one batch
+    DATA_EXPIRED = "DATA_EXPIRED"  # offsets Kafka deleted before the stream read them
+    AUDIT_MISMATCH = "AUDIT_MISMATCH"  # per-hour counts in Kafka and in the tables differ
+    EXPECTATION_FAILED = "EXPECTATION_FAILED"  # a data expectation on the rows failed
+    STALE = "STALE"  # the tables fall behind Kafka: no progress, or unread data expires before it is read
+
+
+NEXT_ACTIONS: dict[FindingClass, str] = {
+    FindingClass.GAP: (
+        "Offsets the Delta log records as committed have no row in any table: their rows were removed from the "
+        "table (a file dropped from the log, a restore, a delete). Do not let the stream or maintenance touch the "
+        "table's history: find the commit that removed them (`streamwarden tables`, the table's history), then "
+        "run recover_stream to roll the table back to the last validated version, or re-read the offsets from "
+        "Kafka while it still holds them."),
+    FindingClass.DUPLICATE: (
+        "Rows are held twice (an offset in both tables, the same row committed twice, or rows committed "
+        "without their offsets: another writer). Readers double-count them until they are removed. Find the "
+        "commit that added them (its app transactions and commit info), stop any second writer, then remove the "
+        "extra files with a commit or run recover_stream to the last validated version."),
+    FindingClass.CHECKPOINT_MISMATCH: (
+        "The stream's checkpoint and the tables disagree by more than the one batch in flight. Checkpoint past "
+        "the tables: the stream will not replay the missing offsets; stop it, and restart it from the tables' "
+        "offsets (a new checkpoint with STREAMWARDEN_STARTING_OFFSETS at the offsets named). Tables past the "
+        "checkpoint: the checkpoint was replaced or restored; the sink skips offsets the tables hold, so check "
+        "only that STREAMWARDEN_QUERY_NAME and the checkpoint root are the intended ones."),
+    FindingClass.DATA_EXPIRED: (
+        "Kafka deleted offsets before the stream read them: they are lost from this pipeline. Recover them from "
+        "the producers or a Kafka backup if one exists, record the loss, and raise the topics' retention.ms or "
+        "the stream's throughput so it does not happen again."),
+    FindingClass.AUDIT_MISMATCH: (
+        "Messages per hour in Kafka and rows accounted for in the tables differ for a retained hour. Compare the "
+        "hour's offsets in both (the evidence names them) and look for a gap or a duplicate there."),
+    FindingClass.EXPECTATION_FAILED: (
+        "Rows break a data expectation. Look at the rows named, then fix the producer or the session handler; "
+        "the offsets themselves are accounted for."),
+    FindingClass.STALE: (
+        "The tables fall behind Kafka. Check stream_supervisor (is the stream running, is it keeping up?) and "
+        "its last failure; when unread data is about to expire, raise the topics' retention.ms or the stream's "
+        "resources now."),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong, with its evidence."""
+
+    finding_class: FindingClass
+    table: str | None  # None when the finding is about Kafka or the checkpoint alone
+    topic: str
+    partition: int
+    ranges: tuple[Interval, ...]  # the offsets concerned, [start, end) (the first few)
+    count: int  # offsets (or, for repeated rows, extra rows) concerned, exactly
+    detail: str
+
+    @property
+    def next_action(self) -> str:
+        return NEXT_ACTIONS[self.finding_class]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"class": self.finding_class.value, "table": self.table, "topic": self.topic,
+                "partition": self.partition, "ranges": [list(r) for r in self.ranges], "count": self.count,
+                "detail": self.detail, "next_action": self.next_action}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Finding:
+        return cls(FindingClass(document["class"]), document["table"], document["topic"], int(document["partition"]),
+                   tuple((int(s), int(e)) for s, e in document["ranges"]), int(document["count"]),
+                   str(document["detail"]))
+
+    def line(self) -> str:
+        """The finding in one line for the log."""
+        shown = ", ".join(f"[{s}, {e})" for s, e in self.ranges)
+        where = f"{self.table}: " if self.table else ""
+        return (f"{self.finding_class.value} {where}{self.topic}[{self.partition}] {self.count:,} "
+                f"{'' if not shown else f'at {shown} '}- {self.detail}")
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[Row]):
+    """What a check against Kafka found: its figures (``rows``), its findings, or why Kafka could not answer
+    (``error``: no finding then, a note in the report)."""
+
+    rows: tuple[Row, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    error: str | None = None

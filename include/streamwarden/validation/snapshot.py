@@ -1,0 +1,95 @@
+"""The tables a validation run reads, each pinned at one Delta version, with the offsets its log claims.
+
+Every check of a run reads the same versions: a table is opened once, at its newest version (or one given),
+and that :class:`PinnedTable` is passed around. What a table *claims* is what its log records as committed
+(the runs kept as app transactions, :mod:`streamwarden.tables.committed`); the rows are read from the files
+that version lists, never from a listing of the folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
+from deltalake import DeltaTable
+
+from streamwarden.settings import Settings
+from streamwarden.stream.sink.ranges import Interval
+from streamwarden.tables.committed import Runs, TopicPartition
+from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
+from streamwarden.tables.reading import dataset
+
+
+@dataclass
+class PinnedTable:
+    """One table at one version, and the claims of its log for the topic-partitions asked so far."""
+
+    location: TableLocation
+    table: DeltaTable
+    committed_at: float | None  # epoch seconds of the pinned version's commit (None when unknown)
+    _runs: dict[TopicPartition, list[Interval]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.location.name
+
+    @property
+    def version(self) -> int:
+        return self.table.version()
+
+    def dataset(self) -> ds.Dataset:
+        """The rows of the pinned version as a pyarrow dataset (only the files its log lists)."""
+        with self.location.reaching():
+            return dataset(self.table, self.location)
+
+    def columns(self) -> list[str]:
+        return [f.name for f in self.table.schema().fields]
+
+    def claims(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[Interval]]:
+        """The committed offsets of each of ``partitions`` at the pinned version (sorted, disjoint; [] when
+        none), read from the log once per topic-partition."""
+        partitions = sorted(set(partitions))
+        unread = [tp for tp in partitions if tp not in self._runs]
+        if unread:
+            with self.location.reaching():
+                index = Runs.read(self.table, unread).index()
+            self._runs.update({(t, p): index.get(t, {}).get(p, []) for t, p in unread})
+        return {tp: self._runs[tp] for tp in partitions}
+
+    def known_claims(self) -> dict[TopicPartition, list[Interval]]:
+        """The claims read so far (every topic-partition a check asked about)."""
+        return dict(self._runs)
+
+    def at(self, version: int) -> PinnedTable:
+        """The same table at another version."""
+        table = self.location.open(version)
+        return PinnedTable(self.location, table, _committed_at(self.location, table))
+
+
+def table_names(settings: Settings) -> tuple[str, ...]:
+    """The tables of the configured pipeline."""
+    return (RECORDS,) if settings.pipeline == "records" else (SESSION_ROWS, QUARANTINE)
+
+
+def pin(settings: Settings, names: Iterable[str], versions: Mapping[str, int] | None = None) -> list[PinnedTable]:
+    """Each named table that exists, at ``versions[name]`` or its newest version (absent tables are left out)."""
+    pinned = []
+    for name in names:
+        location = TableLocation.of(settings, name)
+        if not location.exists():
+            continue
+        table = location.open((versions or {}).get(name))
+        pinned.append(PinnedTable(location, table, _committed_at(location, table)))
+    return pinned
+
+
+def _committed_at(location: TableLocation, table: DeltaTable) -> float | None:
+    """When the pinned version was committed; delta-rs's history is read from the newest version, so the
+    entry is matched by its version number."""
+    with location.reaching():
+        newest = location.open()
+        for entry in newest.history(limit=max(1, newest.version() - table.version() + 1)):
+            if entry.get("version") == table.version() and entry.get("timestamp") is not None:
+                return float(entry["timestamp"]) / 1000.0
+    return None

@@ -1,0 +1,137 @@
+"""One validation run, as the coming ``validate_output`` DAG will call it: pin, check, report, record.
+
+1. The checkpoint's committed position is read, then every table of the pipeline is pinned at its newest
+   version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
+2. Check 1, offsets covered without gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
+   tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`) and check 4, the per-hour audit
+   (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding).
+3. The report (:mod:`.report`) is written; a passing run records its versions as the last validated ones.
+
+Tables pinned at given versions (an older version, to check it before a recovery) are checked by check 1
+only: the checkpoint and Kafka describe the present, not those versions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from streamwarden.settings import Settings
+from streamwarden.tables.committed import TopicPartition
+from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
+from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
+from streamwarden.validation.coverage import check_coverage
+from streamwarden.validation.findings import Finding
+from streamwarden.validation.report import (
+    ValidationReport,
+    record_last_validated,
+    validation_folder,
+    write_report,
+)
+from streamwarden.validation.settings import ValidationSettings
+from streamwarden.validation.snapshot import PinnedTable, pin, table_names
+from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
+
+log = logging.getLogger("streamwarden.validation")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Where a run's report went, and the last validated versions it recorded (None when it failed)."""
+
+    report: ValidationReport
+    path: Path
+    last_validated: dict[str, object] | None
+
+
+def validate(settings: Settings, validation: ValidationSettings, *, versions: Mapping[str, int] | None = None
+             ) -> ValidationReport:
+    """Steps 1 and 2: every check on one pinned version of each table."""
+    started = datetime.now(UTC).isoformat()
+    run_id = uuid.uuid4().hex[:16]
+    notes: list[str] = []
+    committed = read_committed(settings.checkpoint_location)
+    tables = pin(settings, table_names(settings), versions)
+    position = with_planned(committed)
+    absent = sorted(set(table_names(settings)) - {t.name for t in tables})
+    if absent:
+        notes.append(f"no Delta table yet: {', '.join(absent)} (the stream creates its tables at start)")
+    current = not versions
+    upstream: tuple[PartitionUpstream, ...] = ()
+    hours: tuple[HourCount, ...] = ()
+    with duckdb.connect() as con:
+        coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
+                                  more_partitions=position.committed if current else (), connection=con)
+        findings = list(coverage.findings)
+        if not current:
+            notes.append("tables pinned at given versions: checked against their own logs only (check 1)")
+        else:
+            if position.exists:
+                findings += check_checkpoint(position, tables, absent)
+            else:
+                notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
+            if validation.kafka:
+                upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position)
+                findings, notes = annotate(findings + found, upstream), notes + said
+            else:
+                notes.append("Kafka not asked (STREAMWARDEN_VALIDATION_KAFKA=false): checks 3 and 4 skipped")
+    return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), {t.name: t.version for t in tables},
+                            position if current else None, coverage.partitions, upstream, hours,
+                            tuple(findings), tuple(notes))
+
+
+def _against_kafka(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
+                   tables: list[PinnedTable], position: CheckpointPosition
+                   ) -> tuple[tuple[PartitionUpstream, ...], tuple[HourCount, ...], list[Finding], list[str]]:
+    """Checks 3 and 4: their figures, findings, and notes on what was skipped."""
+    result = check_upstream(settings, tables, position.committed if position.exists else None,
+                            timeout=validation.broker_timeout, stale_after=validation.stale_after)
+    if result.error is not None:
+        return (), (), [], [f"the broker could not be asked, checks 3 and 4 skipped: {result.error}"]
+    if not validation.audit_hours:
+        return result.rows, (), list(result.findings), []
+    audited = _audit(settings, validation, con, tables, result.rows)
+    notes = [] if audited.error is None else [
+        f"Kafka could not be asked for offsets by time, check 4 skipped: {audited.error}"]
+    return result.rows, audited.rows, [*result.findings, *audited.findings], notes
+
+
+def _audit(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
+           tables: list[PinnedTable], upstream: tuple[PartitionUpstream, ...]) -> Audit:
+    """Check 4 for the partitions check 3 saw, from the later of the log start and the tables' first claim."""
+    firsts: dict[TopicPartition, int] = {}
+    for table in tables:
+        for tp, intervals in table.known_claims().items():
+            if intervals:
+                firsts[tp] = min(firsts.get(tp, intervals[0][0]), intervals[0][0])
+    windows = {(u.topic, u.partition): (max(u.log_start, firsts[(u.topic, u.partition)]), u.position)
+               for u in upstream if (u.topic, u.partition) in firsts}
+    if not windows:
+        return Audit()
+    boundaries = ask_kafka(settings, {(u.topic, u.partition): u.log_end for u in upstream if (u.topic, u.partition)
+                                      in windows}, validation.audit_hours, validation.broker_timeout, time.time())
+    return Audit(error=boundaries) if isinstance(boundaries, str) else audit(con, boundaries, windows)
+
+
+def record(settings: Settings, report: ValidationReport) -> Recorded:
+    """Step 3: the report file, and the last validated versions when the run passed."""
+    folder = validation_folder(settings.root("run"))
+    path = write_report(folder, report)
+    return Recorded(report, path, record_last_validated(folder, report, path))
+
+
+def run(settings: Settings, validation: ValidationSettings, *, versions: Mapping[str, int] | None = None
+        ) -> Recorded:
+    """Steps 1-3, with the report in the log."""
+    started = time.perf_counter()
+    report = validate(settings, validation, versions=versions)
+    recorded = record(settings, report)
+    log.info("%s\nreport %s (%.1f s)", report.text(), recorded.path, time.perf_counter() - started)
+    return recorded
