@@ -20,6 +20,7 @@ from streamwarden.validation.agreement import CheckpointPosition
 from streamwarden.validation.audit import HourCount
 from streamwarden.validation.coverage import PartitionCoverage
 from streamwarden.validation.findings import Finding
+from streamwarden.validation.request import Check
 from streamwarden.validation.upstream import PartitionUpstream
 
 LAST_VALIDATED = "last_validated.json"
@@ -32,6 +33,7 @@ class ValidationReport:
     run_id: str
     started_at: str
     finished_at: str
+    checks: tuple[str, ...]  # the checks made (values of streamwarden.validation.request.Check)
     versions: dict[str, int]  # table -> the version every check read
     checkpoint: CheckpointPosition | None
     partitions: tuple[PartitionCoverage, ...]
@@ -44,14 +46,20 @@ class ValidationReport:
     def passed(self) -> bool:
         return not self.findings
 
+    @property
+    def validates_versions(self) -> bool:
+        """The run passed and read the tables' content through (check 1 and the data expectations, the checks
+        that read the rows): its versions may become the last validated ones."""
+        return self.passed and {Check.COVERAGE.value, Check.EXPECTATIONS.value} <= set(self.checks)
+
     def classes(self) -> dict[str, int]:
         """Findings per class."""
         return dict(sorted(Counter(f.finding_class.value for f in self.findings).items()))
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "started_at": self.started_at, "finished_at": self.finished_at,
-                "passed": self.passed, "versions": self.versions, "classes": self.classes(),
-                "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
+                "passed": self.passed, "checks": list(self.checks), "versions": self.versions,
+                "classes": self.classes(), "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
                 "partitions": [p.to_json() for p in self.partitions],
                 "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes)}
@@ -60,7 +68,8 @@ class ValidationReport:
         """A small JSON form for XCom and alerts: verdict, versions, classes and the first findings (the file
         holds the rest)."""
         return {"run_id": self.run_id, "finished_at": self.finished_at, "passed": self.passed,
-                "versions": self.versions, "classes": self.classes(), "findings_total": len(self.findings),
+                "checks": list(self.checks), "versions": self.versions, "classes": self.classes(),
+                "findings_total": len(self.findings),
                 "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
                 "report": None if report_path is None else str(report_path)}
 
@@ -111,10 +120,11 @@ def write_report(folder: Path, report: ValidationReport) -> Path:
 
 
 def record_last_validated(folder: Path, report: ValidationReport, report_path: Path) -> dict[str, Any] | None:
-    """When ``report`` passed: its versions become the last validated ones, unless a newer version of a table
+    """When ``report`` passed and read the rows through (:attr:`ValidationReport.validates_versions`): its
+    versions become the last validated ones, unless a newer version of a table
     passed before (other tables keep theirs).
     The document written, or None when the report failed (nothing is changed)."""
-    if not report.passed:
+    if not report.validates_versions:
         return None
     document: dict[str, Any] = last_validated(folder) or {"tables": {}}
     for name, version in report.versions.items():

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
+from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.ranges import Interval
 from streamwarden.tables.committed import Runs, TopicPartition
@@ -72,16 +75,43 @@ def table_names(settings: Settings) -> tuple[str, ...]:
     return (RECORDS,) if settings.pipeline == "records" else (SESSION_ROWS, QUARANTINE)
 
 
-def pin(settings: Settings, names: Iterable[str], versions: Mapping[str, int] | None = None) -> list[PinnedTable]:
-    """Each named table that exists, at ``versions[name]`` or its newest version (absent tables are left out)."""
+def pin(settings: Settings, names: Iterable[str], versions: Mapping[str, int] | None = None,
+        as_of: datetime | None = None) -> list[PinnedTable]:
+    """Each named table that exists, at ``versions[name]``, at its newest version committed by ``as_of``, or at
+    its newest version (absent tables are left out). A version the table does not have is a CONFIG error
+    naming the table and its newest version."""
     pinned = []
     for name in names:
         location = TableLocation.of(settings, name)
         if not location.exists():
             continue
-        table = location.open((versions or {}).get(name))
+        table = location.open()
+        wanted = (versions or {}).get(name)
+        if wanted is not None and wanted != table.version():
+            table = _at_version(location, table, wanted)
+        elif as_of is not None:
+            table = _as_of(location, table, as_of)
         pinned.append(PinnedTable(location, table, _committed_at(location, table)))
     return pinned
+
+
+def _at_version(location: TableLocation, newest: DeltaTable, version: int) -> DeltaTable:
+    if version > newest.version():
+        raise ConfigError(f"{location.name} has no version {version}: its newest is {newest.version()}")
+    try:
+        return location.open(version)
+    except (DeltaError, OSError) as exc:
+        raise ConfigError(f"{location.name} version {version} cannot be read (its log entry expired, or a vacuum "
+                          f"deleted its files; newest {newest.version()}): {exc}") from None
+
+
+def _as_of(location: TableLocation, newest: DeltaTable, moment: datetime) -> DeltaTable:
+    try:
+        with location.reaching():
+            newest.load_as_version(moment)
+    except (DeltaError, OSError, ValueError) as exc:
+        raise ConfigError(f"{location.name} has no version committed by {moment.isoformat()}: {exc}") from None
+    return newest
 
 
 def _committed_at(location: TableLocation, table: DeltaTable) -> float | None:

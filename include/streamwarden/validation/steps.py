@@ -7,7 +7,8 @@
    (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding).
 3. The report (:mod:`.report`) is written; a passing run records its versions as the last validated ones.
 
-Tables pinned at given versions (an older version, to check it before a recovery) are checked by check 1
+A run makes the checks its :class:`~.request.ValidationRequest` asks for (a scheduled run: all). Tables pinned
+at given versions or a given time (an older version, to check it before a recovery) are checked by check 1
 only: the checkpoint and Kafka describe the present, not those versions.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,8 +35,9 @@ from streamwarden.validation.report import (
     validation_folder,
     write_report,
 )
+from streamwarden.validation.request import Check, ValidationRequest, default_request, skipped_because
 from streamwarden.validation.settings import ValidationSettings
-from streamwarden.validation.snapshot import PinnedTable, pin, table_names
+from streamwarden.validation.snapshot import PinnedTable, pin
 from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
 
 log = logging.getLogger("streamwarden.validation")
@@ -51,51 +52,55 @@ class Recorded:
     last_validated: dict[str, object] | None
 
 
-def validate(settings: Settings, validation: ValidationSettings, *, versions: Mapping[str, int] | None = None
+def validate(settings: Settings, validation: ValidationSettings, request: ValidationRequest | None = None
              ) -> ValidationReport:
-    """Steps 1 and 2: every check on one pinned version of each table."""
+    """Steps 1 and 2: the requested checks (by default every one) on one pinned version of each table."""
+    request = request or default_request(settings, validation)
     started = datetime.now(UTC).isoformat()
     run_id = uuid.uuid4().hex[:16]
     notes: list[str] = []
     committed = read_committed(settings.checkpoint_location)
-    tables = pin(settings, table_names(settings), versions)
+    tables = pin(settings, request.tables, request.versions, request.as_of)
     position = with_planned(committed)
-    absent = sorted(set(table_names(settings)) - {t.name for t in tables})
+    absent = sorted(set(request.tables) - {t.name for t in tables})
     if absent:
         notes.append(f"no Delta table yet: {', '.join(absent)} (the stream creates its tables at start)")
-    current = not versions
+    if request.pinned:
+        notes.append("tables pinned at given versions or a given time: the checkpoint and Kafka describe the "
+                     "present, checks 2-4 skipped")
+    notes += [f"check {c.value} skipped: {skipped_because(c, validation)}" for c in Check if c not in request.checks]
     upstream: tuple[PartitionUpstream, ...] = ()
     hours: tuple[HourCount, ...] = ()
+    findings: list[Finding] = []
     with duckdb.connect() as con:
         coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
-                                  more_partitions=position.committed if current else (), connection=con)
-        findings = list(coverage.findings)
-        if not current:
-            notes.append("tables pinned at given versions: checked against their own logs only (check 1)")
-        else:
+                                  more_partitions=() if request.pinned else position.committed, connection=con)
+        if request.wants(Check.COVERAGE):
+            findings += coverage.findings
+        if request.wants(Check.CHECKPOINT):
             if position.exists:
                 findings += check_checkpoint(position, tables, absent)
             else:
                 notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
-            if validation.kafka:
-                upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position)
-                findings, notes = annotate(findings + found, upstream), notes + said
-            else:
-                notes.append("Kafka not asked (STREAMWARDEN_VALIDATION_KAFKA=false): checks 3 and 4 skipped")
-    return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), {t.name: t.version for t in tables},
-                            position if current else None, coverage.partitions, upstream, hours,
+        if request.wants(Check.KAFKA):
+            upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position,
+                                                          audit_hours=request.wants(Check.AUDIT))
+            findings, notes = annotate(findings + found, upstream), notes + said
+    made = tuple(c.value for c in Check if request.wants(c))
+    return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), made, {t.name: t.version for t in tables},
+                            None if request.pinned else position, coverage.partitions, upstream, hours,
                             tuple(findings), tuple(notes))
 
 
 def _against_kafka(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
-                   tables: list[PinnedTable], position: CheckpointPosition
+                   tables: list[PinnedTable], position: CheckpointPosition, *, audit_hours: bool
                    ) -> tuple[tuple[PartitionUpstream, ...], tuple[HourCount, ...], list[Finding], list[str]]:
     """Checks 3 and 4: their figures, findings, and notes on what was skipped."""
     result = check_upstream(settings, tables, position.committed if position.exists else None,
                             timeout=validation.broker_timeout, stale_after=validation.stale_after)
     if result.error is not None:
         return (), (), [], [f"the broker could not be asked, checks 3 and 4 skipped: {result.error}"]
-    if not validation.audit_hours:
+    if not audit_hours:
         return result.rows, (), list(result.findings), []
     audited = _audit(settings, validation, con, tables, result.rows)
     notes = [] if audited.error is None else [
@@ -127,11 +132,10 @@ def record(settings: Settings, report: ValidationReport) -> Recorded:
     return Recorded(report, path, record_last_validated(folder, report, path))
 
 
-def run(settings: Settings, validation: ValidationSettings, *, versions: Mapping[str, int] | None = None
-        ) -> Recorded:
+def run(settings: Settings, validation: ValidationSettings, request: ValidationRequest | None = None) -> Recorded:
     """Steps 1-3, with the report in the log."""
     started = time.perf_counter()
-    report = validate(settings, validation, versions=versions)
+    report = validate(settings, validation, request)
     recorded = record(settings, report)
     log.info("%s\nreport %s (%.1f s)", report.text(), recorded.path, time.perf_counter() - started)
     return recorded

@@ -1,0 +1,150 @@
+"""What one validation run is asked to check: the validated form of ``validate_output``'s Params.
+
+A run reads the tables of the pipeline at their newest versions, or pinned: at given versions
+(``versions``, e.g. ``{"session_rows": 41}``) or as they were at a time (``as_of``, each table at its
+newest version committed by then). Pinned tables describe the past, so only the checks that read the
+tables alone run on them (offset coverage and data expectations); the checkpoint and Kafka describe the
+present.
+
+    >>> request_from_params({"tables": ["session_rows"], "checks": ["coverage"]}, settings, validation)
+    ValidationRequest(tables=('session_rows',), versions={}, as_of=None, checks=frozenset({<Check.COVERAGE...>}))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from streamwarden.failures import ConfigError
+from streamwarden.settings import Settings
+from streamwarden.validation.settings import ValidationSettings
+from streamwarden.validation.snapshot import table_names
+
+
+class Check(StrEnum):
+    """The checks a run can make (all by default)."""
+
+    COVERAGE = "coverage"  # 1: offsets covered by rows, without gap or duplicate
+    CHECKPOINT = "checkpoint"  # 2: the checkpoint agrees with the tables
+    KAFKA = "kafka"  # 3: log start and end, expired offsets, lag, staleness
+    AUDIT = "audit"  # 4: per-hour counts in Kafka against the tables
+    EXPECTATIONS = "expectations"  # data checks (Great Expectations)
+
+
+PRESENT_ONLY = frozenset({Check.CHECKPOINT, Check.KAFKA, Check.AUDIT})
+"""Checks that compare the tables with the present (the checkpoint, Kafka): not made on pinned tables."""
+
+
+@dataclass(frozen=True)
+class ValidationRequest:
+    """Tables, the versions to read, and the checks of one run, every value checked."""
+
+    tables: tuple[str, ...]
+    checks: frozenset[Check]
+    versions: dict[str, int] = field(default_factory=dict)
+    as_of: datetime | None = None
+
+    @property
+    def pinned(self) -> bool:
+        """The tables are read at given versions or a given time, not their newest versions."""
+        return bool(self.versions) or self.as_of is not None
+
+    def wants(self, check: Check) -> bool:
+        return check in self.checks and not (self.pinned and check in PRESENT_ONLY)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tables": list(self.tables), "checks": sorted(c.value for c in self.checks),
+                "versions": dict(self.versions), "as_of": None if self.as_of is None else self.as_of.isoformat()}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> ValidationRequest:
+        as_of = document.get("as_of")
+        return cls(tuple(document["tables"]), frozenset(Check(c) for c in document["checks"]),
+                   {str(k): int(v) for k, v in (document.get("versions") or {}).items()},
+                   None if as_of is None else datetime.fromisoformat(as_of))
+
+
+def default_request(settings: Settings, validation: ValidationSettings) -> ValidationRequest:
+    """Every table at its newest version, every check the settings allow (a scheduled run)."""
+    return ValidationRequest(table_names(settings), _allowed(set(Check), validation))
+
+
+def _allowed(checks: set[Check], validation: ValidationSettings) -> frozenset[Check]:
+    if not validation.kafka:
+        checks -= {Check.KAFKA, Check.AUDIT}
+    if not validation.audit_hours:
+        checks.discard(Check.AUDIT)
+    return frozenset(checks)
+
+
+def skipped_because(check: Check, validation: ValidationSettings) -> str:
+    """Why a default run leaves ``check`` out, or that the Params left it out."""
+    if check in (Check.KAFKA, Check.AUDIT) and not validation.kafka:
+        return "STREAMWARDEN_VALIDATION_KAFKA=false"
+    if check is Check.AUDIT and not validation.audit_hours:
+        return "STREAMWARDEN_VALIDATION_AUDIT_HOURS=0"
+    return "not asked for (Param checks)"
+
+
+def request_from_params(params: Mapping[str, Any], settings: Settings,
+                        validation: ValidationSettings) -> ValidationRequest:
+    """Check the Params of a run; a CONFIG error names each bad one. Absent or empty Params mean the default.
+
+    Params: ``tables`` (list; empty: every table of the pipeline), ``checks`` (list of :class:`Check` values;
+    empty: all), ``versions`` (``{table: version}``), ``as_of`` (an ISO 8601 time; without a zone, UTC).
+    ``versions`` and ``as_of`` exclude each other. Checks turned off by the settings
+    (``STREAMWARDEN_VALIDATION_KAFKA=false``, ``AUDIT_HOURS=0``) stay off.
+    """
+    problems: list[str] = []
+    known = table_names(settings)
+    tables = tuple(params.get("tables") or known)
+    unknown = [t for t in tables if t not in known]
+    if unknown:
+        problems.append(f"Param tables: {', '.join(map(str, unknown))} not among this pipeline's tables "
+                        f"({', '.join(known)})")
+    names = [str(c) for c in params.get("checks") or [c.value for c in Check]]
+    bad_checks = [c for c in names if c not in {k.value for k in Check}]
+    if bad_checks:
+        problems.append(f"Param checks: unknown {', '.join(bad_checks)} (known: {', '.join(c.value for c in Check)})")
+    versions = _versions(params.get("versions") or {}, tables, problems)
+    as_of = _as_of(params.get("as_of"), problems)
+    if versions and as_of is not None:
+        problems.append("Params versions and as_of: give one of them, not both")
+    if problems:
+        raise ConfigError("; ".join(problems), details={"params": dict(params)})
+    checks = _allowed({Check(c) for c in names}, validation)
+    return ValidationRequest(tables, checks, versions, as_of)
+
+
+def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[str, int]:
+    if not isinstance(given, Mapping):
+        problems.append(f"Param versions: expected an object {{table: version}}, got {given!r}")
+        return {}
+    versions: dict[str, int] = {}
+    for name, version in given.items():
+        if name not in tables:
+            problems.append(f"Param versions: table {name!r} is not among the tables checked ({', '.join(tables)})")
+        elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            problems.append(f"Param versions: {name}: expected a table version (a whole number >= 0), got "
+                            f"{version!r}")
+        else:
+            versions[str(name)] = version
+    return versions
+
+
+def _as_of(given: Any, problems: list[str]) -> datetime | None:
+    if given in (None, ""):
+        return None
+    try:
+        moment = datetime.fromisoformat(str(given))
+    except ValueError:
+        problems.append(f"Param as_of: expected an ISO 8601 time such as 2026-11-23T14:00:00Z, got {given!r}")
+        return None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment > datetime.now(UTC):
+        problems.append(f"Param as_of: {given} is in the future")
+        return None
+    return moment
