@@ -1,10 +1,11 @@
 """What one validation run is asked to check: the validated form of ``validate_output``'s Params.
 
-A run reads the tables of the pipeline at their newest versions, or pinned: at given versions
-(``versions``, e.g. ``{"session_rows": 41}``) or as they were at a time (``as_of``, each table at its
-newest version committed by then). Pinned tables describe the past, so only the checks that read the
-tables alone run on them (offset coverage and data expectations); the checkpoint and Kafka describe the
-present.
+A run reads every table of the pipeline at its newest version, or pinned: at given versions (``versions``,
+e.g. ``{"session_rows": 41, "quarantine": 40}``, one for each table: ``session_rows`` and ``quarantine``
+account for the offsets together) or as they were at a time (``as_of``, each table at its newest version
+committed by then). Pinned tables describe the past, so only the checks that read the tables alone run on
+them (offset coverage and data expectations); the checkpoint and Kafka describe the present. ``tables``
+chooses the tables whose rows the data expectations check; offsets are always reconciled over them all.
 
     >>> request_from_params({"tables": ["session_rows"], "checks": ["coverage"]}, settings, validation)
     ValidationRequest(tables=('session_rows',), versions={}, as_of=None, checks=frozenset({<Check.COVERAGE...>}))
@@ -93,10 +94,10 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
                         validation: ValidationSettings) -> ValidationRequest:
     """Check the Params of a run; a CONFIG error names each bad one. Absent or empty Params mean the default.
 
-    Params: ``tables`` (list; empty: every table of the pipeline), ``checks`` (list of :class:`Check` values;
-    empty: all), ``versions`` (``{table: version}``), ``as_of`` (an ISO 8601 time; without a zone, UTC).
-    ``versions`` and ``as_of`` exclude each other. Checks turned off by the settings
-    (``STREAMWARDEN_VALIDATION_KAFKA=false``, ``AUDIT_HOURS=0``) stay off.
+    Params: ``tables`` (list, for the data expectations; empty: every table of the pipeline), ``checks``
+    (list of :class:`Check` values; empty: all), ``versions`` (``{table: version}``, one per table),
+    ``as_of`` (an ISO 8601 time; without a zone, UTC). ``versions`` and ``as_of`` exclude each other.
+    Checks turned off by the settings (``STREAMWARDEN_VALIDATION_KAFKA=false``, ``AUDIT_HOURS=0``) stay off.
     """
     problems: list[str] = []
     known = table_names(settings)
@@ -109,7 +110,10 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
     bad_checks = [c for c in names if c not in {k.value for k in Check}]
     if bad_checks:
         problems.append(f"Param checks: unknown {', '.join(bad_checks)} (known: {', '.join(c.value for c in Check)})")
-    versions = _versions(params.get("versions") or {}, tables, problems)
+    versions = _versions(params.get("versions") or {}, known, problems)
+    if versions and set(versions) != set(known):
+        problems.append(f"Param versions: give a version of each of {', '.join(known)} (they account for the "
+                        f"offsets together), or use as_of")
     as_of = _as_of(params.get("as_of"), problems)
     if versions and as_of is not None:
         problems.append("Params versions and as_of: give one of them, not both")
@@ -126,7 +130,7 @@ def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[
     versions: dict[str, int] = {}
     for name, version in given.items():
         if name not in tables:
-            problems.append(f"Param versions: table {name!r} is not among the tables checked ({', '.join(tables)})")
+            problems.append(f"Param versions: table {name!r} is not among this pipeline's tables ({', '.join(tables)})")
         elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
             problems.append(f"Param versions: {name}: expected a table version (a whole number >= 0), got "
                             f"{version!r}")

@@ -37,7 +37,7 @@ from streamwarden.validation.report import (
 )
 from streamwarden.validation.request import Check, ValidationRequest, default_request, skipped_because
 from streamwarden.validation.settings import ValidationSettings
-from streamwarden.validation.snapshot import PinnedTable, pin
+from streamwarden.validation.snapshot import PinnedTable, pin, table_names
 from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
 
 log = logging.getLogger("streamwarden.validation")
@@ -60,9 +60,9 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     run_id = uuid.uuid4().hex[:16]
     notes: list[str] = []
     committed = read_committed(settings.checkpoint_location)
-    tables = pin(settings, request.tables, request.versions, request.as_of)
+    tables = pin(settings, table_names(settings), request.versions, request.as_of)  # they account for offsets together
     position = with_planned(committed)
-    absent = sorted(set(request.tables) - {t.name for t in tables})
+    absent = sorted(set(table_names(settings)) - {t.name for t in tables})
     if absent:
         notes.append(f"no Delta table yet: {', '.join(absent)} (the stream creates its tables at start)")
     if request.pinned:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from airflow.sdk import BaseHook
+from functools import cached_property
+
+from airflow.sdk import Asset, BaseHook
 
 from streamwarden.maintenance.settings import MaintenanceSettings, load_maintenance_settings
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
+from streamwarden.validation.settings import ValidationSettings, load_validation_settings
 from streamwarden.warden.alerts import Alert
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 
 
 class DeltaTablesHook(BaseHook):
-    """Settings of the stream's Delta tables (``STREAMWARDEN_*``) and of their maintenance
-    (``STREAMWARDEN_MAINTENANCE_*``); alerts go where the warden's go (log, webhook, e-mail)."""
+    """Settings of the stream's Delta tables (``STREAMWARDEN_*``), of their maintenance
+    (``STREAMWARDEN_MAINTENANCE_*``) and validation (``STREAMWARDEN_VALIDATION_*``), their assets; alerts go
+    where the warden's go (log, webhook, e-mail)."""
 
     hook_name = "Streamwarden Delta tables"
 
@@ -22,8 +26,19 @@ class DeltaTablesHook(BaseHook):
         self.settings: Settings = load_settings()
         self.maintenance: MaintenanceSettings = load_maintenance_settings()
 
+    @cached_property
+    def validation(self) -> ValidationSettings:
+        """``STREAMWARDEN_VALIDATION_*`` (read when first asked: a bad one fails validation, not maintenance)."""
+        return load_validation_settings()
+
     def location(self, table: str) -> TableLocation:
         return TableLocation.of(self.settings, table)
+
+    def asset(self, table: str) -> Asset:
+        """The Airflow asset of an output table (``streamwarden.<table>``, the table's URI): maintenance emits
+        its events, validate_output is scheduled on it."""
+        uri = self.location(table).uri
+        return Asset(name=f"streamwarden.{table}", uri=uri if "://" in uri else f"file://{uri}", group="streamwarden")
 
     def send_alert(self, alert: Alert) -> dict[str, str]:
         return StreamwardenHook().send_alert(alert)

@@ -9,13 +9,11 @@ the next action, and record the run in ``<run_root>/maintenance/history.jsonl``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
+from airflow.sdk import AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from streamwarden.failures import classify
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.alerting import failure_alert
 from streamwarden.maintenance.cleanup import Cleanup
@@ -25,27 +23,12 @@ from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest, request_from_params
 from streamwarden.maintenance.settings import MiB
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
+from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
 
 log = logging.getLogger("streamwarden.maintenance")
-COMPACTIONS = AssetAlias("streamwarden-compactions")
-"""Each compacted table gets one asset event (its figures as the extra) through this alias."""
-T = TypeVar("T")
-
-
-def table_asset(hook: DeltaTablesHook, table: str) -> Asset:
-    """The Airflow asset of an output table (named ``streamwarden.<table>``)."""
-    uri = hook.location(table).uri
-    return Asset(name=f"streamwarden.{table}", uri=uri if "://" in uri else f"file://{uri}", group="streamwarden")
-
-
-def _step(context: Context, work: Callable[[], T]) -> T:
-    """Run ``work``; on failure push its failure document for ``record_report`` and fail without retry."""
-    try:
-        return work()
-    except Exception as exc:
-        document = classify(exc).to_json()
-        context["ti"].xcom_push(key="failure", value=document)
-        raise AirflowFailException(f"{document['failure_class']}: {document['message']}") from exc
+MAINTAINED = AssetAlias("streamwarden-maintenance")
+"""Each table a run compacted or cleaned up gets an asset event (the figures as the extra) through this alias:
+``validate_output`` is scheduled on the tables' assets, so it runs after each maintenance run."""
 
 
 def _plans(context: Context, plan_task_id: str) -> tuple[str, MaintenanceRequest, list[TablePlan]]:
@@ -73,19 +56,19 @@ class PlanCompactionOperator(BaseOperator):
                      MaintenanceReport.build(run_id, dry_run=request.dry_run, outcome="planned", plans=plans,
                                              compactions=[], cleanups=[]).text())
             return {"run_id": run_id, "request": request.to_json(), "plans": [p.to_json() for p in plans]}
-        return _step(context, work)
+        return run_step(context, work)
 
 
 class CompactPartitionsOperator(BaseOperator):
     """Compacts each planned partition (one Delta commit each) and proves every commit; skipped in a dry run.
 
-    Emits one asset event per compacted table through :data:`COMPACTIONS`, its figures as the extra.
+    Emits one asset event per compacted table through :data:`MAINTAINED`, its figures as the extra.
 
     :param plan_task_id: the :class:`PlanCompactionOperator` task
     """
 
     def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
-        super().__init__(outlets=[COMPACTIONS], **kwargs)
+        super().__init__(outlets=[MAINTAINED], **kwargs)
         self.plan_task_id = plan_task_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
@@ -93,30 +76,35 @@ class CompactPartitionsOperator(BaseOperator):
         if request.dry_run:
             raise AirflowSkipException("dry run: the plan is in plan_compaction's log; nothing compacted")
         hook = DeltaTablesHook()
-        done = _step(context, lambda: steps.compact(hook.settings, request, plans, run_id))
+        done = run_step(context, lambda: steps.compact(hook.settings, request, plans, run_id))
         report = MaintenanceReport.build(run_id, dry_run=False, outcome="compacted", plans=plans, compactions=done,
                                          cleanups=[])
         for table, totals in report.table_totals().items():
             if totals["partitions_compacted"]:
-                context["outlet_events"][COMPACTIONS].add(table_asset(hook, table), extra=totals)
+                context["outlet_events"][MAINTAINED].add(hook.asset(table), extra=totals)
         return [c.to_json() for c in done]
 
 
 class CleanUpTablesOperator(BaseOperator):
     """Vacuums files no kept version references, checkpoints the log and drops expired log files; in a dry
-    run only counts what vacuum would delete.
+    run only counts what vacuum would delete. Emits one asset event per table cleaned up (not in a dry run)
+    through :data:`MAINTAINED`.
 
     :param plan_task_id: the :class:`PlanCompactionOperator` task (for the tables and the dry run)
     """
 
     def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
-        super().__init__(trigger_rule="none_failed", **kwargs)  # a dry run skips compaction: list what would go
+        super().__init__(trigger_rule="none_failed", outlets=[MAINTAINED], **kwargs)  # after a dry run's skip too
         self.plan_task_id = plan_task_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         _, request, _ = _plans(context, self.plan_task_id)
         hook = DeltaTablesHook()
-        return [c.to_json() for c in _step(context, lambda: steps.clean_up(hook.settings, hook.maintenance, request))]
+        done = run_step(context, lambda: steps.clean_up(hook.settings, hook.maintenance, request))
+        for cleanup in done:
+            if not cleanup.dry_run:
+                context["outlet_events"][MAINTAINED].add(hook.asset(cleanup.table), extra=cleanup.to_json())
+        return [c.to_json() for c in done]
 
 
 class MaintenanceReportOperator(BaseOperator):
@@ -135,7 +123,7 @@ class MaintenanceReportOperator(BaseOperator):
         plan_id, compact_id, clean_id = self.step_ids
         planned = ti.xcom_pull(task_ids=plan_id) or {"run_id": "-", "request": None, "plans": []}
         request = MaintenanceRequest.from_json(planned["request"]) if planned["request"] else None
-        failures = {task: ti.xcom_pull(task_ids=task, key="failure") for task in self.step_ids}
+        failures = {task: ti.xcom_pull(task_ids=task, key=FAILURE_KEY) for task in self.step_ids}
         failed = {task: document for task, document in failures.items() if document}
         outcome = "; ".join(f"{t} failed ({d['failure_class']})" for t, d in failed.items()) or (
             "dry run" if request is not None and request.dry_run else "ok")

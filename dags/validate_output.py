@@ -1,0 +1,121 @@
+"""
+### Validate output: the tables against Kafka's offsets and the checkpoint, and the rows against expectations
+
+A checkpoint and an output that disagree, a gap nobody saw, a producer filling a table with nonsense: each
+is silent until a user of the data finds it. This DAG finds it first, with the evidence and the next
+step. Kafka lag tools cannot see this stream (Spark keeps its offsets in its checkpoint), so it checks
+itself. It runs every 30 minutes (`STREAMWARDEN_VALIDATION_SCHEDULE`) and after each `maintain_tables`
+run (it is scheduled on the tables' assets `streamwarden.<table>`).
+
+#### Steps
+
+1. **check_params** checks the Params and the `STREAMWARDEN_VALIDATION_*` settings; a bad one fails here,
+   naming it. Nothing is read yet.
+2. **validate_tables** pins every table at one Delta version (read between the checkpoint's committed and
+   planned positions, so all checks see one consistent state) and makes the checks:
+   - `coverage`: per topic-partition, `session_rows` and `quarantine` together cover every offset their
+     logs claim, from the first still accounted for to the newest committed: no gap (`GAP`), no offset
+     twice (`DUPLICATE`); pushed down to DuckDB over the pinned files;
+   - `checkpoint`: the checkpoint's committed offsets agree with the tables' newest, allowing the one
+     batch in flight (`CHECKPOINT_MISMATCH`);
+   - `kafka`: log start and end per partition: offsets deleted before they were read (`DATA_EXPIRED`),
+     lag, and time left before unread data expires at the stream's rate (`STALE`);
+   - `audit`: messages per topic-partition per hour in Kafka against the rows the tables account for, for
+     the hours Kafka still holds (`AUDIT_MISMATCH`);
+   - `expectations`: Great Expectations checks of the rows (`EXPECTATION_FAILED`; freshness `STALE`),
+     Data Docs under `<run_root>/data_docs/`.
+   It logs the report as a table, writes it to `<run_root>/validation/<time>.json` and pushes a summary to
+   XCom. When every check passed, the versions read become the **last validated versions**
+   (`<run_root>/validation/last_validated.json`, what `recover_stream` rolls back to). It fails when it
+   found something.
+3. **report_and_alert** (runs whatever happened) alerts through the warden's channels (log, webhook,
+   e-mail) with the classes, the evidence (table, topic, partition, offsets, counts), the report and Data
+   Docs, and the DAG to trigger next with its Params; then fails the run. The same unchanged findings
+   alert once, not every run.
+
+#### Params (manual runs; a scheduled run checks everything on the newest versions)
+
+- `tables`: the tables whose rows the data expectations check; empty: every table of the pipeline. Offsets
+  are always reconciled over all of them (`session_rows` and `quarantine` account for them together).
+- `checks`: which checks (above); empty: all (those turned off by the settings stay off).
+- `versions`: `{"session_rows": 41, "quarantine": 40}` (one per table): check these versions instead of the
+  newest (e.g. before a recovery).
+- `as_of`: an ISO 8601 time: check each table as it was then (its newest version committed by then).
+  With `versions` or `as_of` only `coverage` and `expectations` run: the checkpoint and Kafka describe the
+  present.
+
+#### Settings (`STREAMWARDEN_VALIDATION_*`, read by the workers)
+
+`SCHEDULE` (`30m`; a cron expression, `@hourly`, or `none`: after maintenance and manual runs only),
+`KAFKA` (true: checks 3 and 4), `AUDIT_HOURS` (24), `STALE_AFTER` (15 minutes), `BROKER_TIMEOUT` (10 s),
+`ROW_KEY` (`row_id`), `MAX_RANGES` (10 offset ranges of evidence per finding); the data checks' settings and
+the user expectations file (`STREAMWARDEN_EXPECTATIONS`) are in `docs/validation.md`.
+
+#### When it fails
+
+- **GAP** / **DUPLICATE**: rows are missing or held twice. Stop anything else writing the table; trigger
+  `recover_stream` with `{"target": "last_validated", "dry_run": true}` to see the blast radius, then for
+  real; then this DAG again.
+- **CHECKPOINT_MISMATCH**: the stream will skip or has skipped offsets; `recover_stream` as above.
+- **DATA_EXPIRED**: Kafka deleted offsets before they were read: lost from this pipeline; the alert names
+  them. Raise `retention.ms`; `recover_stream` dry run shows what can still be replayed.
+- **AUDIT_MISMATCH**: compare the hour's offsets named; run this DAG with `checks` `["coverage", "audit"]`.
+- **EXPECTATION_FAILED**: rows break an expectation; the Data Docs name them (topic, partition, offset). Fix
+  the producer or the handler (`upgrade_stream`).
+- **STALE**: the stream falls behind or stopped: see `stream_supervisor`.
+- **CONFIG** (a Param or setting) or **ENVIRONMENT** (storage, broker): nothing was validated and the last
+  validated versions stay; fix what the message names and trigger again.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, CronTriggerTimetable, DeltaTriggerTimetable, Param
+
+from streamwarden.validation.request import Check
+from streamwarden.validation.snapshot import table_names
+from streamwarden_airflow.hooks.tables import DeltaTablesHook
+from streamwarden_airflow.operators.validation import (
+    CheckValidationParamsOperator,
+    ValidateTablesOperator,
+    ValidationReportOperator,
+)
+
+hook = DeltaTablesHook()  # settings only: no table, DataFrame or broker is touched while parsing
+validation = hook.validation
+tables = table_names(hook.settings)
+maintained = AssetAny(*(hook.asset(table) for table in tables))
+every = validation.schedule_every
+timetable = (DeltaTriggerTimetable(timedelta(seconds=every)) if every is not None else
+             CronTriggerTimetable(validation.schedule_cron, timezone="UTC") if validation.schedule_cron else None)
+
+with DAG(
+    dag_id="validate_output",
+    description="Reconcile the Delta tables with Kafka's offsets and the checkpoint; check the rows (GX).",
+    doc_md=__doc__,
+    schedule=maintained if timetable is None else AssetOrTimeSchedule(timetable=timetable, assets=maintained),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=1),
+    default_args={"owner": "streamwarden", "retries": 0},
+    tags=["streamwarden", "tables", "validation"],
+    params={
+        "tables": Param([], type="array", items={"type": "string", "enum": list(tables)}, examples=list(tables),
+                        description="Tables whose rows the data expectations check; empty: all."),
+        "checks": Param([], type="array", items={"type": "string", "enum": [c.value for c in Check]},
+                        examples=[c.value for c in Check], description="Checks to make; empty: all."),
+        "versions": Param({}, type="object", additionalProperties={"type": "integer", "minimum": 0},
+                          description='A version of each table to check instead of the newest, e.g. '
+                          '{"session_rows": 41, "quarantine": 40}.'),
+        "as_of": Param("", type="string", description="Check the tables as they were at this ISO 8601 time "
+                       "(e.g. 2026-11-23T14:00:00Z); empty: now."),
+    },
+) as dag:
+    check_params = CheckValidationParamsOperator(task_id="check_params")
+    validate_tables = ValidateTablesOperator(task_id="validate_tables", params_task_id="check_params")
+    report_and_alert = ValidationReportOperator(task_id="report_and_alert", params_task_id="check_params",
+                                                validate_task_id="validate_tables")
+
+    check_params >> validate_tables >> report_and_alert

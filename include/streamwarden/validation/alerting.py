@@ -1,0 +1,90 @@
+"""What a person is told when a validation run finds something: the class, the evidence, the DAG to trigger next.
+
+One alert per run, whatever it found: its summary names every class, the failure class is the gravest one,
+the evidence is the first findings (table, topic, partition, offsets, counts) with the report's path and the
+Data Docs, and the next action names the DAG to trigger and its Params, prefilled from the findings. The
+alert's key is the classes and the places found since the last passing run, so the same unchanged problem
+found by every scheduled run alerts once, and a new one (or the same one again after a pass) alerts again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from streamwarden.validation.findings import NEXT_ACTIONS, FindingClass
+from streamwarden.warden.alerts import Alert
+
+GRAVITY = (FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.DATA_EXPIRED, FindingClass.CHECKPOINT_MISMATCH,
+           FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED, FindingClass.STALE)
+"""Finding classes, gravest first: the alert's failure class is the first found."""
+EVIDENCE_SHOWN = 10
+
+
+def trigger(finding_class: FindingClass, tables: list[str]) -> str:
+    """The DAG to trigger for ``finding_class`` and its Params, as a sentence."""
+    scope: dict[str, Any] = {"tables": tables} if tables else {}
+    recover = _params({"target": "last_validated", "dry_run": True})
+    if finding_class in (FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.CHECKPOINT_MISMATCH):
+        return (f"trigger recover_stream with Params {recover} to see the blast radius, then again with dry_run "
+                f"false; afterwards validate_output with Params {_params(scope)}")
+    if finding_class is FindingClass.DATA_EXPIRED:
+        return f"trigger recover_stream with Params {recover} to see which offsets are lost for good"
+    if finding_class is FindingClass.AUDIT_MISMATCH:
+        return f"trigger validate_output with Params {_params({**scope, 'checks': ['coverage', 'audit']})}"
+    if finding_class is FindingClass.EXPECTATION_FAILED:
+        return (f"once the producer or handler is fixed (upgrade_stream for a new handler), trigger validate_output "
+                f"with Params {_params({**scope, 'checks': ['expectations']})}")
+    return "trigger stream_supervisor (no Params) and read its verdict"
+
+
+def findings_alert(summary: dict[str, Any], *, source: str, last_pass: str | None) -> Alert:
+    """The alert for a run that found something (``summary``: :meth:`~.report.ValidationReport.summary`;
+    ``last_pass``: the id of the newest run that passed, part of the key: a problem that went away and came
+    back alerts again)."""
+    classes = [c for c in GRAVITY if c.value in summary["classes"]]
+    gravest = classes[0]
+    findings = summary["findings"]
+    actions = []
+    for finding_class in classes:
+        tables = sorted({name for f in findings if f["class"] == finding_class.value and f["table"]
+                         for name in f["table"].split("+")})  # "session_rows+quarantine": offsets of both
+        actions.append(f"{finding_class.value}: {NEXT_ACTIONS[finding_class]} Next: {trigger(finding_class, tables)}.")
+    counted = ", ".join(f"{c} {n}" for c, n in summary["classes"].items())
+    versions = ", ".join(f"{name} v{version}" for name, version in sorted(summary["versions"].items()))
+    evidence = [f"{f['class']} {f['table'] or '-'} {f['topic']}[{f['partition']}] {f['count']:,} at "
+                f"{', '.join(f'[{s}, {e})' for s, e in f['ranges']) or '-'}: {f['detail']}"
+                for f in findings[:EVIDENCE_SHOWN]]
+    failure = {"failure_class": gravest.value, "classes": summary["classes"], "versions": summary["versions"],
+               "findings_total": summary["findings_total"], "evidence": evidence, "report": summary["report"],
+               "data_docs": summary.get("data_docs")}
+    places = sorted({(f["class"], f["table"] or "", f["topic"], f["partition"]) for f in findings})
+    key = "validation:" + hashlib.sha256(json.dumps([last_pass, places]).encode()).hexdigest()[:16]
+    severity = "warning" if classes == [FindingClass.STALE] else "critical"
+    return Alert(severity, f"validate_output: FAILED {counted} ({versions or 'no table'})"[:300],
+                 {"label": f"VALIDATION_FAILED({','.join(c.value for c in classes)})", "run_id": summary["run_id"]},
+                 gravest.value, failure, {}, " ".join(actions), source=source, key=key)
+
+
+_ERROR_ACTIONS = {
+    "CONFIG": ("Fix the Param or setting named in the message (STREAMWARDEN_VALIDATION_* on the workers), then "
+               "trigger validate_output again; nothing was changed."),
+    "ENVIRONMENT": ("Storage or the broker could not be reached: check them, then trigger validate_output again "
+                    "(nothing was changed; the last validated versions stay)."),
+}
+
+
+def error_alert(failure: dict[str, Any], *, source: str, task: str) -> Alert:
+    """The alert for a step that could not finish (``failure``: a failure document's JSON): nothing was
+    validated, so the last validated versions stay."""
+    failure_class = str(failure.get("failure_class") or "BUG")
+    action = _ERROR_ACTIONS.get(failure_class, "Read the task log and the failure document, fix the cause, then "
+                                "trigger validate_output again.")
+    return Alert("critical", f"validate_output: {task} failed ({failure_class}): {failure.get('message', '')}"[:300],
+                 {"label": f"VALIDATION_ERROR({failure_class})", "task": task}, failure_class, failure, {}, action,
+                 source=source)
+
+
+def _params(params: dict[str, Any]) -> str:
+    return json.dumps(params)
