@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
@@ -111,6 +111,10 @@ def _as_of(location: TableLocation, newest: DeltaTable, moment: datetime) -> Del
             newest.load_as_version(moment)
     except (DeltaError, OSError, ValueError) as exc:
         raise ConfigError(f"{location.name} has no version committed by {moment.isoformat()}: {exc}") from None
+    committed = _committed_at(location, newest)
+    if committed is not None and committed > moment.timestamp():  # delta-rs falls back to the first version
+        raise ConfigError(f"{location.name} has no version committed by {moment.isoformat()}: its first is from "
+                          f"{datetime.fromtimestamp(committed, UTC).isoformat()}")
     return newest
 
 
