@@ -86,6 +86,31 @@ def _maintain(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+_FINDING_EXITS = {"DATA_EXPIRED": FailureClass.DATA_LOSS, "EXPECTATION_FAILED": FailureClass.MALFORMED,
+                  "STALE": FailureClass.ENVIRONMENT}  # every other finding: INTEGRITY
+
+
+def _validate(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.validation import steps
+    from streamwarden.validation.alerting import GRAVITY
+    from streamwarden.validation.request import request_from_params
+    from streamwarden.validation.settings import load_validation_settings
+
+    validation = load_validation_settings()
+    versions = {}
+    for pin in args.version or []:
+        table, _, version = pin.partition("=")
+        versions[table] = int(version) if version.isdigit() else version
+    params = {"tables": args.table, "checks": args.check, "versions": versions, "as_of": args.as_of}
+    recorded = steps.run(settings, validation, request_from_params(params, settings, validation))
+    report = recorded.report
+    print(json.dumps(report.summary(recorded.path), indent=2, sort_keys=True) if args.json else report.text())
+    if report.passed:
+        return 0
+    gravest = next(c.value for c in GRAVITY if c.value in report.classes())
+    return EXIT_CODES[_FINDING_EXITS.get(gravest, FailureClass.INTEGRITY)]
+
+
 def _up(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.local.up import run_platform
 
@@ -143,6 +168,17 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--dry-run", action="store_true", help="plan only; show what vacuum would delete")
     maintain.add_argument("--json", action="store_true", help="print the report as JSON")
     maintain.set_defaults(func=_maintain)
+
+    validate = sub.add_parser("validate", help="reconcile the tables with Kafka and the checkpoint, check the rows: "
+                              "one validate_output run (exit 0: passed; 82, 81, 83, 75: found something)")
+    validate.add_argument("--table", action="append", help="a table whose rows the expectations check (repeatable)")
+    validate.add_argument("--check", action="append", help="coverage, checkpoint, kafka, audit or expectations "
+                          "(repeatable; default: all)")
+    validate.add_argument("--version", action="append", metavar="TABLE=N",
+                          help="check this version of a table (repeat for each table)")
+    validate.add_argument("--as-of", default="", help="check the tables as they were at this ISO 8601 time")
+    validate.add_argument("--json", action="store_true", help="print the report's summary as JSON")
+    validate.set_defaults(func=_validate)
     up = sub.add_parser("up", help="run the whole local platform (broker, producer, Airflow, stream)")
     platform_up.add_arguments(up)
     up.set_defaults(func=_up)
