@@ -1,0 +1,68 @@
+"""Alerts of validate_output: every class names the DAG to trigger with its Params; the key repeats only for the
+same findings since the same passing run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamwarden.validation.alerting import GRAVITY, error_alert, findings_alert, trigger
+from streamwarden.validation.findings import Finding, FindingClass
+
+
+def _summary(*findings: Finding) -> dict[str, Any]:
+    classes: dict[str, int] = {}
+    for f in findings:
+        classes[f.finding_class.value] = classes.get(f.finding_class.value, 0) + 1
+    return {"run_id": "r1", "passed": False, "versions": {"session_rows": 7, "quarantine": 6}, "classes": classes,
+            "findings_total": len(findings), "findings": [f.to_json() for f in findings], "report": "/run/v/1.json",
+            "data_docs": "/run/data_docs/index.html", "checks": ["coverage"], "notes": []}
+
+
+def _finding(finding_class: FindingClass, table: str | None = "session_rows", partition: int = 0) -> Finding:
+    return Finding(finding_class, table, "sites-a", partition, ((10, 12),), 2, "seen")
+
+
+RECOVER = 'trigger recover_stream with Params {"target": "last_validated", "dry_run": true}'
+
+
+@pytest.mark.parametrize(("finding_class", "expected"), [
+    (FindingClass.GAP, RECOVER), (FindingClass.DUPLICATE, RECOVER), (FindingClass.CHECKPOINT_MISMATCH, RECOVER),
+    (FindingClass.DATA_EXPIRED, RECOVER),
+    (FindingClass.AUDIT_MISMATCH,
+     'trigger validate_output with Params {"tables": ["session_rows"], "checks": ["coverage", "audit"]}'),
+    (FindingClass.EXPECTATION_FAILED,
+     'trigger validate_output with Params {"tables": ["session_rows"], "checks": ["expectations"]}'),
+    (FindingClass.STALE, "trigger stream_supervisor (no Params)"),
+])
+def test_every_class_names_the_dag_to_trigger_and_its_params(finding_class: FindingClass, expected: str) -> None:
+    assert expected in trigger(finding_class, ["session_rows"])
+    assert finding_class in GRAVITY
+
+
+def test_the_alert_carries_the_gravest_class_the_evidence_and_the_files() -> None:
+    both = _finding(FindingClass.GAP, "session_rows+quarantine")
+    alert = findings_alert(_summary(_finding(FindingClass.STALE, None), both), source="validate_output/1", last_pass="p0")
+    assert alert.failure_class == "GAP" and alert.severity == "critical"
+    assert alert.summary == "validate_output: FAILED STALE 1, GAP 1 (quarantine v6, session_rows v7)"
+    assert alert.failure is not None and alert.failure["data_docs"] == "/run/data_docs/index.html"
+    assert alert.failure["evidence"][1] == "GAP session_rows+quarantine sites-a[0] 2 at [10, 12): seen"
+    assert alert.next_action.index("GAP:") < alert.next_action.index("STALE:")
+    assert 'validate_output with Params {"tables": ["quarantine", "session_rows"]}' in alert.next_action
+    assert alert.verdict["label"] == "VALIDATION_FAILED(GAP,STALE)"
+
+
+def test_the_key_repeats_only_for_the_same_places_since_the_same_pass() -> None:
+    gap = _summary(_finding(FindingClass.GAP))
+    first = findings_alert(gap, source="a", last_pass="p0").key
+    assert findings_alert(gap, source="b", last_pass="p0").key == first
+    assert findings_alert(gap, source="a", last_pass="p1").key != first  # it went away and came back
+    assert findings_alert(_summary(_finding(FindingClass.GAP, partition=1)), source="a", last_pass="p0").key != first
+    assert findings_alert(_summary(_finding(FindingClass.STALE, None)), source="a", last_pass=None).severity == "warning"
+
+
+def test_a_step_that_could_not_finish_says_what_to_fix() -> None:
+    alert = error_alert({"failure_class": "CONFIG", "message": "Param as_of: bad"}, source="s", task="check_params")
+    assert alert.failure_class == "CONFIG" and "STREAMWARDEN_VALIDATION_*" in alert.next_action
+    assert alert.summary == "validate_output: check_params failed (CONFIG): Param as_of: bad"
