@@ -43,7 +43,7 @@ def test_every_class_names_the_dag_to_trigger_and_its_params(finding_class: Find
 
 def test_the_alert_carries_the_gravest_class_the_evidence_and_the_files() -> None:
     both = _finding(FindingClass.GAP, "session_rows+quarantine")
-    alert = findings_alert(_summary(_finding(FindingClass.STALE, None), both), source="validate_output/1", last_pass="p0")
+    alert = findings_alert(_summary(_finding(FindingClass.STALE, None), both), source="v/1", last_pass="p0")
     assert alert.failure_class == "GAP" and alert.severity == "critical"
     assert alert.summary == "validate_output: FAILED STALE 1, GAP 1 (quarantine v6, session_rows v7)"
     assert alert.failure is not None and alert.failure["data_docs"] == "/run/data_docs/index.html"
@@ -59,7 +59,8 @@ def test_the_key_repeats_only_for_the_same_places_since_the_same_pass() -> None:
     assert findings_alert(gap, source="b", last_pass="p0").key == first
     assert findings_alert(gap, source="a", last_pass="p1").key != first  # it went away and came back
     assert findings_alert(_summary(_finding(FindingClass.GAP, partition=1)), source="a", last_pass="p0").key != first
-    assert findings_alert(_summary(_finding(FindingClass.STALE, None)), source="a", last_pass=None).severity == "warning"
+    stale = findings_alert(_summary(_finding(FindingClass.STALE, None)), source="a", last_pass=None)
+    assert stale.severity == "warning"
 
 
 def test_a_step_that_could_not_finish_says_what_to_fix() -> None:
