@@ -73,8 +73,8 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, CronTriggerTimetable, DeltaTriggerTimetable, Param
 
+from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.request import Check
-from streamwarden.validation.snapshot import table_names
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 from streamwarden_airflow.operators.validation import (
     CheckValidationParamsOperator,
@@ -84,7 +84,7 @@ from streamwarden_airflow.operators.validation import (
 
 hook = DeltaTablesHook()  # settings only: no table, DataFrame or broker is touched while parsing
 validation = hook.validation
-tables = table_names(hook.settings)
+tables = pipeline_tables(hook.settings)
 maintained = AssetAny(*(hook.asset(table) for table in tables))
 every = validation.schedule_every
 timetable = (DeltaTriggerTimetable(timedelta(seconds=every)) if every is not None else

@@ -11,10 +11,11 @@ import duckdb
 from stream_output import commit_batch, settings_for, write_checkpoint
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.ranges import OffsetRanges
+from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.audit import Audit, audit
 from streamwarden.validation.coverage import Coverage, check_coverage
 from streamwarden.validation.findings import FindingClass
-from streamwarden.validation.snapshot import pin, table_names
+from streamwarden.validation.snapshot import pin
 
 H0 = 1_795_460_400  # an hour boundary (epoch seconds)
 
@@ -22,7 +23,7 @@ H0 = 1_795_460_400  # an hour boundary (epoch seconds)
 def audited(settings: Settings, windows: dict[tuple[str, int], tuple[int, int]]) -> tuple[Coverage, Audit]:
     boundaries = {("sites-a", 0): [(H0, 0), (H0 + 3600, 60), (H0 + 7200, 130), (H0 + 10800, 150)]}
     with duckdb.connect() as con:
-        coverage = check_coverage(pin(settings, table_names(settings)), connection=con)
+        coverage = check_coverage(pin(settings, pipeline_tables(settings)), connection=con)
         return coverage, audit(con, boundaries, windows)
 
 

@@ -10,12 +10,7 @@ from streamwarden.failures import ConfigError
 from streamwarden.maintenance.plan import parse_partition_filter
 from streamwarden.maintenance.settings import MaintenanceSettings, MiB
 from streamwarden.settings import Settings
-from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS
-
-
-def pipeline_tables(settings: Settings) -> tuple[str, ...]:
-    """The tables the configured pipeline writes."""
-    return (RECORDS,) if settings.pipeline == "records" else (SESSION_ROWS, QUARANTINE)
+from streamwarden.tables.location import requested_tables
 
 
 @dataclass(frozen=True)
@@ -44,13 +39,8 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
     Params: ``tables`` (list; empty: every table of the pipeline), ``partition_filter``
     (``column=value,...``), ``target_file_size_mib``, ``min_files``, ``dry_run``.
     """
-    problems = []
-    known = pipeline_tables(settings)
-    tables = tuple(params.get("tables") or known)
-    unknown = [t for t in tables if t not in known]
-    if unknown:
-        problems.append(f"Param tables: {', '.join(map(str, unknown))} not among this pipeline's tables "
-                        f"({', '.join(known)})")
+    problems: list[str] = []
+    tables = requested_tables(params.get("tables"), settings, problems)
     size_mib = _given(params, "target_file_size_mib", maintenance.target_file_size // MiB)
     if not isinstance(size_mib, int) or isinstance(size_mib, bool) or size_mib < 1:
         problems.append(f"Param target_file_size_mib: expected a whole number of MiB >= 1, got {size_mib!r}")

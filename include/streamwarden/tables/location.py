@@ -10,7 +10,7 @@ log, and reading it as Delta would see nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,23 @@ SESSION_ROWS = "session_rows"
 QUARANTINE = "quarantine"
 RECORDS = "records"
 TABLES = (SESSION_ROWS, QUARANTINE, RECORDS)
+
+
+def pipeline_tables(settings: Settings) -> tuple[str, ...]:
+    """The tables the configured pipeline writes."""
+    return (RECORDS,) if settings.pipeline == "records" else (SESSION_ROWS, QUARANTINE)
+
+
+def requested_tables(given: Sequence[str] | None, settings: Settings, problems: list[str]) -> tuple[str, ...]:
+    """The tables a run's ``tables`` Param names (none: every table of the pipeline); unknown ones are added to
+    ``problems``, naming the Param."""
+    known = pipeline_tables(settings)
+    tables = tuple(given or known)
+    unknown = [t for t in tables if t not in known]
+    if unknown:
+        problems.append(f"Param tables: {', '.join(map(str, unknown))} not among this pipeline's tables "
+                        f"({', '.join(known)})")
+    return tables
 LEGACY_MANIFESTS = "_manifests"
 _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*m")
 

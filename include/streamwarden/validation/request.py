@@ -21,8 +21,8 @@ from typing import Any
 
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
+from streamwarden.tables.location import pipeline_tables, requested_tables
 from streamwarden.validation.settings import ValidationSettings
-from streamwarden.validation.snapshot import table_names
 
 
 class Check(StrEnum):
@@ -70,7 +70,7 @@ class ValidationRequest:
 
 def default_request(settings: Settings, validation: ValidationSettings) -> ValidationRequest:
     """Every table at its newest version, every check the settings allow (a scheduled run)."""
-    return ValidationRequest(table_names(settings), _allowed(set(Check), validation))
+    return ValidationRequest(pipeline_tables(settings), _allowed(set(Check), validation))
 
 
 def _allowed(checks: set[Check], validation: ValidationSettings) -> frozenset[Check]:
@@ -100,12 +100,8 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
     Checks turned off by the settings (``STREAMWARDEN_VALIDATION_KAFKA=false``, ``AUDIT_HOURS=0``) stay off.
     """
     problems: list[str] = []
-    known = table_names(settings)
-    tables = tuple(params.get("tables") or known)
-    unknown = [t for t in tables if t not in known]
-    if unknown:
-        problems.append(f"Param tables: {', '.join(map(str, unknown))} not among this pipeline's tables "
-                        f"({', '.join(known)})")
+    known = pipeline_tables(settings)
+    tables = requested_tables(params.get("tables"), settings, problems)
     names = [str(c) for c in params.get("checks") or [c.value for c in Check]]
     bad_checks = [c for c in names if c not in {k.value for k in Check}]
     if bad_checks:

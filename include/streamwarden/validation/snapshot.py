@@ -20,7 +20,7 @@ from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.ranges import Interval
 from streamwarden.tables.committed import Runs, TopicPartition
-from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
+from streamwarden.tables.location import TableLocation
 from streamwarden.tables.reading import dataset
 
 
@@ -68,11 +68,6 @@ class PinnedTable:
         """The same table at another version."""
         table = self.location.open(version)
         return PinnedTable(self.location, table, _committed_at(self.location, table))
-
-
-def table_names(settings: Settings) -> tuple[str, ...]:
-    """The tables of the configured pipeline."""
-    return (RECORDS,) if settings.pipeline == "records" else (SESSION_ROWS, QUARANTINE)
 
 
 def pin(settings: Settings, names: Iterable[str], versions: Mapping[str, int] | None = None,

@@ -25,6 +25,7 @@ import duckdb
 
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import TopicPartition
+from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
 from streamwarden.validation.coverage import check_coverage
@@ -37,7 +38,7 @@ from streamwarden.validation.report import (
 )
 from streamwarden.validation.request import Check, ValidationRequest, default_request, skipped_because
 from streamwarden.validation.settings import ValidationSettings
-from streamwarden.validation.snapshot import PinnedTable, pin, table_names
+from streamwarden.validation.snapshot import PinnedTable, pin
 from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
 
 log = logging.getLogger("streamwarden.validation")
@@ -60,9 +61,9 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     run_id = uuid.uuid4().hex[:16]
     notes: list[str] = []
     committed = read_committed(settings.checkpoint_location)
-    tables = pin(settings, table_names(settings), request.versions, request.as_of)  # they account for offsets together
+    tables = pin(settings, pipeline_tables(settings), request.versions, request.as_of)  # they account together
     position = with_planned(committed)
-    absent = sorted(set(table_names(settings)) - {t.name for t in tables})
+    absent = sorted(set(pipeline_tables(settings)) - {t.name for t in tables})
     if absent:
         notes.append(f"no Delta table yet: {', '.join(absent)} (the stream creates its tables at start)")
     if request.pinned:
