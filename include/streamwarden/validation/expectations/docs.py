@@ -1,0 +1,77 @@
+"""The Data Docs of a run: its validation results stored in the context, the HTML site built under a folder.
+
+The site is ``<run_root>/data_docs/`` (:func:`docs_folder`); each run adds one page per validated batch
+(``validations/<suite>/<run id>/...html``) and rebuilds ``index.html``, which lists this run's pages (the
+context is ephemeral; pages of earlier runs stay on disk for the alerts that link them, those older than
+:data:`KEEP_DAYS` days are deleted).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from streamwarden.validation.expectations.gx import (
+    SITE,
+    EphemeralDataContext,
+    ExpectationSuiteIdentifier,
+    ExpectationSuiteValidationResult,
+    RunIdentifier,
+    ValidationResultIdentifier,
+)
+
+KEEP_DAYS = 30
+"""Validation pages older than this are deleted when the site is built."""
+
+
+def docs_folder(run_root: Path) -> Path:
+    """``<run_root>/data_docs``: the Data Docs site."""
+    return run_root / "data_docs"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where the Data Docs of a run are."""
+
+    index: Path  # the site's index.html
+    pages: dict[str, Path]  # batch (suite) name -> its page of this run
+
+
+def store(ctx: EphemeralDataContext, result: ExpectationSuiteValidationResult, run_id: str,
+          at: datetime) -> ValidationResultIdentifier:
+    """Keep ``result`` in the context's results store (what the site is built from); its key."""
+    key = ValidationResultIdentifier(ExpectationSuiteIdentifier(name=result.suite_name),
+                                     RunIdentifier(run_name=run_id, run_time=at), result.batch_id or "__none__")
+    ctx.validation_results_store.set(key, result)
+    return key
+
+
+def build(ctx: EphemeralDataContext, folder: Path, keys: dict[str, ValidationResultIdentifier]) -> Site:
+    """Build the site in ``folder`` from what the context holds; the index and this run's pages."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _delete_old_pages(folder)
+    ctx.build_data_docs(site_names=[SITE])
+    pages = {}
+    for name, key in keys.items():
+        urls = ctx.get_docs_sites_urls(resource_identifier=key, site_name=SITE)
+        if urls and urls[0].get("site_url"):
+            pages[name] = _path(str(urls[0]["site_url"]))
+    return Site(folder / "index.html", pages)
+
+
+def _path(url: str) -> Path:
+    parsed = urlparse(url)
+    return Path(unquote(parsed.path)) if parsed.scheme in ("file", "") else Path(url)
+
+
+def _delete_old_pages(folder: Path) -> None:
+    cutoff = time.time() - KEEP_DAYS * 86400
+    pages = folder / "validations"
+    if not pages.is_dir():
+        return
+    for page in pages.rglob("*.html"):
+        if page.stat().st_mtime < cutoff:
+            page.unlink(missing_ok=True)
