@@ -1,16 +1,18 @@
 """The record of one validation run: the versions read, figures per topic-partition, findings, and the verdict.
 
 Shown as a table in the task log, pushed to XCom (:meth:`ValidationReport.summary`), written in full to
-``<run_root>/validation/<UTC time>.json`` (file mode 0600). When every check passed, the versions read are
-recorded as the last validated versions (``<run_root>/validation/last_validated.json``): the version of each
-table that ``recover_stream`` may roll back to.
+``<run_root>/validation/<UTC time>.json`` (file mode 0600). A run that checked the rows with Great
+Expectations names its Data Docs (``<run_root>/data_docs/index.html`` and this run's pages). When every
+check passed, the versions read are recorded as the last validated versions
+(``<run_root>/validation/last_validated.json``): the version of each table that ``recover_stream`` may roll
+back to.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,8 @@ class ValidationReport:
     hours: tuple[HourCount, ...]  # the per-hour audit
     findings: tuple[Finding, ...]
     notes: tuple[str, ...]  # checks skipped, and why
+    data_docs: str | None = None  # the Data Docs site's index.html, when the rows were checked
+    data_docs_pages: dict[str, str] = field(default_factory=dict)  # batch validated -> its page of this run
 
     @property
     def passed(self) -> bool:
@@ -62,16 +66,18 @@ class ValidationReport:
                 "classes": self.classes(), "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
                 "partitions": [p.to_json() for p in self.partitions],
                 "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
-                "findings": [f.to_json() for f in self.findings], "notes": list(self.notes)}
+                "findings": [f.to_json() for f in self.findings], "notes": list(self.notes),
+                "data_docs": self.data_docs, "data_docs_pages": dict(self.data_docs_pages)}
 
     def summary(self, report_path: Path | None = None, max_findings: int = 50) -> dict[str, Any]:
-        """A small JSON form for XCom and alerts: verdict, versions, classes and the first findings (the file
-        holds the rest)."""
+        """A small JSON form for XCom and alerts: verdict, versions, classes, the first findings (the file
+        holds the rest), and the Data Docs."""
         return {"run_id": self.run_id, "finished_at": self.finished_at, "passed": self.passed,
                 "checks": list(self.checks), "versions": self.versions, "classes": self.classes(),
                 "findings_total": len(self.findings),
                 "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
-                "report": None if report_path is None else str(report_path)}
+                "report": None if report_path is None else str(report_path), "data_docs": self.data_docs,
+                "data_docs_pages": dict(self.data_docs_pages)}
 
     def text(self) -> str:
         """The report as a fixed-width table for a person, then the findings and the next actions."""
@@ -98,6 +104,9 @@ class ValidationReport:
         for finding in {f.finding_class: f for f in self.findings}.values():
             text.append(f"next action ({finding.finding_class.value}): {finding.next_action}")
         text.extend(f"note: {n}" for n in self.notes)
+        if self.data_docs:
+            text.append(f"Data Docs: {self.data_docs}")
+            text.extend(f"  {name}: {page}" for name, page in sorted(self.data_docs_pages.items()))
         versions = ", ".join(f"{name} v{version}" for name, version in sorted(self.versions.items())) or "no table"
         verdict = "passed" if self.passed else "FAILED " + ", ".join(f"{c} {n}" for c, n in self.classes().items())
         text.append(f"validation {self.run_id}: {verdict} ({versions})")

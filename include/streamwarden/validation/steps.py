@@ -4,7 +4,9 @@
    version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
 2. Check 1, offsets covered without gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
    tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`) and check 4, the per-hour audit
-   (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding).
+   (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding); then the data
+   checks with Great Expectations on the same versions (:mod:`.expectations`), with their Data Docs. GX is
+   imported in the background while checks 1-4 run, and only by a run that makes the data checks.
 3. The report (:mod:`.report`) is written; a passing run records its versions as the last validated ones.
 
 A run makes the checks its :class:`~.request.ValidationRequest` asks for (a scheduled run: all). Tables pinned
@@ -14,12 +16,17 @@ only: the checkpoint and Kafka describe the present, not those versions.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
+import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -28,7 +35,7 @@ from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
-from streamwarden.validation.coverage import check_coverage
+from streamwarden.validation.coverage import PartitionCoverage, check_coverage
 from streamwarden.validation.findings import Finding
 from streamwarden.validation.report import (
     ValidationReport,
@@ -41,7 +48,11 @@ from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import PinnedTable, pin
 from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
 
+if TYPE_CHECKING:
+    from streamwarden.validation.expectations.run import ExpectationsOutcome
+
 log = logging.getLogger("streamwarden.validation")
+EXPECTATIONS_MODULE = "streamwarden.validation.expectations.run"
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     started = datetime.now(UTC).isoformat()
     run_id = uuid.uuid4().hex[:16]
     notes: list[str] = []
+    importing = _import_in_background() if request.wants(Check.EXPECTATIONS) else None
     committed = read_committed(settings.checkpoint_location)
     tables = pin(settings, pipeline_tables(settings), request.versions, request.as_of)  # they account together
     position = with_planned(committed)
@@ -87,10 +99,44 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
             upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position,
                                                           audit_hours=request.wants(Check.AUDIT))
             findings, notes = annotate(findings + found, upstream), notes + said
+    docs: Path | None = None
+    pages: dict[str, str] = {}
+    if importing is not None:
+        outcome = _expectations(settings, validation, request, tables, coverage.partitions, run_id=run_id,
+                                importing=importing)
+        findings, notes = findings + list(outcome.findings), notes + list(outcome.notes)
+        docs, pages = outcome.data_docs, {name: str(page) for name, page in outcome.pages.items()}
     made = tuple(c.value for c in Check if request.wants(c))
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), made, {t.name: t.version for t in tables},
                             None if request.pinned else position, coverage.partitions, upstream, hours,
-                            tuple(findings), tuple(notes))
+                            tuple(findings), tuple(notes), None if docs is None else str(docs), pages)
+
+
+def _import_in_background() -> threading.Thread:
+    """Import Great Expectations (5 s of Python) while checks 1-4 wait on DuckDB and the broker."""
+    def load() -> None:
+        with contextlib.suppress(Exception):  # imported again where it is used, and raised there
+            importlib.import_module(EXPECTATIONS_MODULE)
+    thread = threading.Thread(target=load, name="streamwarden-gx-import", daemon=True)
+    thread.start()
+    return thread
+
+
+def _expectations(settings: Settings, validation: ValidationSettings, request: ValidationRequest,
+                  tables: list[PinnedTable], partitions: Sequence[PartitionCoverage], *, run_id: str,
+                  importing: threading.Thread) -> ExpectationsOutcome:
+    """The data checks on the pinned tables: rows of the requested tables, per topic-partition figures of all.
+    Freshness is judged at the pinned versions' commit for pinned tables, else now."""
+    importing.join()
+    run = importlib.import_module(EXPECTATIONS_MODULE)
+    commits = [t.committed_at for t in tables if t.committed_at is not None]
+    reference = datetime.fromtimestamp(max(commits), UTC) if request.pinned and commits else None
+    outcome: ExpectationsOutcome = run.check_expectations(
+        settings, validation, tables, checked=request.tables, partitions=partitions, run_id=run_id,
+        reference=reference)
+    log.info("data checks: %d expectations in %.1f s; Data Docs %s", outcome.evaluated, outcome.seconds,
+             outcome.data_docs or "not built")
+    return outcome
 
 
 def _against_kafka(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,

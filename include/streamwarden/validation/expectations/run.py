@@ -107,9 +107,9 @@ def check_expectations(settings: Settings, validation: ValidationSettings, table
         frame = partition_frame(partitions, names, newest, reference)
         expectations = partition_suite(validation, quarantine="quarantine" in pinned, freshness=bool(newest))
         run.validate(PARTITIONS, "+".join(names), frame, expectations)
-    if validation.freshness > 0 and not newest and pinned:
-        notes.append("freshness not checked: no table has a time column with a value "
-                     f"({', '.join(sorted({TIME_COLUMNS[n] for n in pinned if n in TIME_COLUMNS}))})")
+    timed = sorted(f"{n}.{TIME_COLUMNS[n]}" for n, t in pinned.items() if TIME_COLUMNS.get(n) in t.columns())
+    if validation.freshness > 0 and timed and not newest:
+        notes.append(f"freshness not checked: no row has a time yet ({', '.join(timed)})")
     site = docs.build(ctx, docs_root or docs.docs_folder(settings.root("run")), run.keys) if run.keys else None
     return ExpectationsOutcome(tuple(run.findings), tuple(notes), None if site is None else site.index,
                                {} if site is None else site.pages, run.evaluated,

@@ -157,5 +157,5 @@ def _one_line(exc: Exception) -> str:
     if len(lines) > 1 and re.match(r"^\d+ validation errors? for ", lines[0]):
         lines = lines[1:]  # pydantic: "field" then "  message (type=...)" pairs
         pairs = [f"{lines[i]}: {lines[i + 1]}" if i + 1 < len(lines) else lines[i] for i in range(0, len(lines), 2)]
-        return "; ".join(p.replace("__root__: ", "") for p in pairs)
+        return "; ".join(re.sub(r" \(type=[\w.]+\)$", "", p.replace("__root__: ", "")) for p in pairs)
     return " ".join(lines)
