@@ -34,6 +34,7 @@ from .report import chart, markdown, rate, ratios
 from .sinks import alternate, run_ref, summary
 from .source import Checkout, checkout, state
 from .stream import run_latency_and_restart, run_throughput
+from .validation import run_validation_bench
 from .verify import verify_streamwarden
 from .workload import Workload, WorkloadSpec, generate
 
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--skip-compaction", action="store_true", help="no compaction and vacuum benchmark")
     add("--compaction-files", type=int, default=2000, help="small files compacted (default %(default)s)")
     add("--vacuum-files", type=int, default=10_000, help="files vacuumed (default %(default)s)")
+    add("--skip-validation", action="store_true", help="no validation benchmark (reconciliation and GX checks)")
+    add("--validation-rows", type=int, default=10_000_000,
+        help="rows of the session_rows table validated (default %(default)s; goal: 20 s for 10M on 2 cores)")
     add("--timeout", type=float, default=3600.0, help="seconds any one engine may take")
     add("--results-dir", type=Path, default=BENCH / "results")
     add("--work-dir", type=Path, default=None, help="scratch folder (default: a temporary one, removed)")
@@ -255,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"compaction: {args.compaction_files:,} small files; vacuum: {args.vacuum_files:,} files")
                 results["compaction"] = run_compaction_bench(
                     work / "compaction", files=args.compaction_files, vacuum_files=args.vacuum_files).to_json()
+                save()
+            if not args.skip_validation:
+                say(f"validation: {args.validation_rows:,} session rows, reconciliation and data expectations")
+                figures = run_validation_bench(work / "validation", rows=args.validation_rows).to_json()
+                results["validation"] = figures
+                say(f"validation: {figures['validate_s']} s in all ({figures['ratio_to_goal']} of the "
+                    f"{figures['goal_s']:g} s goal): reconciliation {figures['reconciliation_s']} s, expectations "
+                    f"{figures['expectations_s']} s, GX import {figures['gx_import_s']} s; passed={figures['passed']}")
                 save()
             for case in [] if args.skip_scaling else bench.scaling():
                 results["scaling"].append(case)
