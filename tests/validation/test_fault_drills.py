@@ -1,0 +1,284 @@
+"""What ``validate_output`` must show (issue 14), on the real stream: its clean output passes every check, and
+each fault done to a copy of it is caught with its class and its evidence.
+
+One real session stream per module (:func:`drills.run_session_stream`: the real broker, ``streamwarden stream``
+with two kill -9s and a clean stop); each drill copies its home (output, checkpoint, run root), does one fault
+to the copy as the fault itself would happen (delta-rs commits, the Spark checkpoint's logs, the broker's
+DeleteTopics), and validates the copy with a real ``validate_output`` run (``dag.test()`` on the migrated
+Airflow DB). Evidence is asserted against what the copy's files and Kafka actually hold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from drills import (
+    StreamRun,
+    as_ranges,
+    batch_commits,
+    checkpoint_past,
+    copy_home,
+    drill_env,
+    offsets_in,
+    recreate_topic,
+    remove_from_log,
+    run_session_stream,
+    settings_of,
+    table_offsets,
+    table_root,
+)
+
+from streamwarden.kafka.admin import delete_topics
+from streamwarden.local.broker import LocalBroker
+from streamwarden.settings import Settings
+from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.warden.alerts import alerts_path, read_alerts
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = ("check_params", "validate_tables", "report_and_alert")
+FAILED = {"check_params": "success", "validate_tables": "failed", "report_and_alert": "failed"}
+BOTH = f"{SESSION_ROWS}+{QUARANTINE}"
+Key = tuple[str, str | None, str, int]  # class, table, topic, partition
+
+
+@pytest.fixture(scope="module")
+def stream_run(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory) -> StreamRun:
+    return run_session_stream(broker.bootstrap_servers, tmp_path_factory.mktemp("drill-stream"))
+
+
+@dataclass
+class Validated:
+    """One validate_output run on a drill's copy: task states, the XCom summary, the report file, the alerts."""
+
+    states: dict[str, str | None]
+    summary: dict[str, Any]
+    report_path: Path
+    report: dict[str, Any]
+    alerts: list[dict[str, Any]]
+    settings: Settings
+
+    def findings(self, *classes: str) -> dict[Key, dict[str, Any]]:
+        found = [f for f in self.report["findings"] if not classes or f["class"] in classes]
+        keyed = {(f["class"], f["table"], f["topic"], f["partition"]): f for f in found}
+        assert len(keyed) == len(found), "one finding per class, table and topic-partition"
+        return keyed
+
+    def evidence(self, *classes: str) -> dict[Key, tuple[list[list[int]], int]]:
+        return {key: (f["ranges"], f["count"]) for key, f in self.findings(*classes).items()}
+
+
+@dataclass
+class Drill:
+    """A copy of the stream's home for one drill, and how to validate it."""
+
+    run: StreamRun
+    home: Path
+    monkeypatch: pytest.MonkeyPatch
+
+    def validate(self, conf: dict[str, Any] | None = None, **settings: str) -> Validated:
+        """One validate_output run through Airflow (``dag.test()``) on this copy; ``settings`` are
+        ``STREAMWARDEN_*`` ones (e.g. ``validation_stale_after="1s"``)."""
+        from airflow.dag_processing.dagbag import DagBag
+
+        env = drill_env(self.run, self.home, **settings)
+        for name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
+            self.monkeypatch.delenv(name)
+        for name, value in env.items():
+            self.monkeypatch.setenv(name, value)
+        bag = DagBag(dag_folder=str(REPO / "dags" / "validate_output.py"))
+        assert bag.import_errors == {}
+        dag_run = bag.dags["validate_output"].test(run_conf=conf)
+        instances = {ti.task_id: ti for ti in dag_run.get_task_instances()}
+        summary: dict[str, Any] = instances["validate_tables"].xcom_pull(task_ids="validate_tables")
+        assert summary is not None, "validate_tables pushed no summary"
+        path = Path(summary["report"])
+        report: dict[str, Any] = json.loads(path.read_text())
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert path.parent == validation_folder(settings_of(env).root("run"))
+        assert report["findings"][:50] == summary["findings"]  # the summary shows the first findings of the file
+        assert report["classes"] == summary["classes"] and report["run_id"] == summary["run_id"]
+        return Validated({k: ti.state for k, ti in instances.items()}, summary, path, report,
+                         read_alerts(alerts_path(settings_of(env))), settings_of(env))
+
+
+@pytest.fixture()
+def drill(stream_run: StreamRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
+          ) -> Iterator[Drill]:
+    yield Drill(stream_run, copy_home(stream_run, tmp_path / "home"), monkeypatch)
+
+
+def assert_alerted(result: Validated, gravest: str) -> dict[str, Any]:
+    """One alert recorded by the warden's notifiers, naming the class, the report and the evidence."""
+    [alert] = result.alerts
+    assert alert["failure_class"] == gravest
+    assert alert["failure"]["classes"] == result.summary["classes"]
+    assert alert["failure"]["report"] == str(result.report_path)
+    for finding in result.report["findings"][:10]:
+        assert any(f"{finding['topic']}[{finding['partition']}]" in line and line.startswith(finding["class"])
+                   for line in alert["failure"]["evidence"]), finding
+    return alert
+
+
+def audit_counts(result: Validated) -> dict[tuple[str, int], int]:
+    """AUDIT_MISMATCH offsets per topic-partition, over every hour that differs."""
+    counted: dict[tuple[str, int], int] = {}
+    for f in result.report["findings"]:
+        if f["class"] == "AUDIT_MISMATCH":
+            counted[(f["topic"], f["partition"])] = counted.get((f["topic"], f["partition"]), 0) + f["count"]
+    return counted
+
+
+# -- the clean output ---------------------------------------------------------------------------------------------
+
+
+def test_the_output_of_a_run_with_kill9s_passes_every_check(drill: Drill) -> None:
+    run = drill.run
+    assert run.exits == (-9, -9, 0)
+
+    result = drill.validate()
+
+    assert result.states == dict.fromkeys(STEPS, "success"), result.report["findings"][:5]
+    summary = result.summary
+    assert summary["passed"] and summary["classes"] == {} and result.alerts == []
+    assert set(summary["checks"]) == {"coverage", "checkpoint", "kafka", "audit", "expectations"}
+    # every offset Kafka held when the stream stopped is covered, once, by one of the two tables
+    partitions = {(p["topic"], p["partition"]): p for p in result.report["partitions"]}
+    assert set(partitions) == {(t, p) for t, parts in run.ends.items() for p in parts}
+    for (topic, partition), p in partitions.items():
+        end = run.ends[topic][partition]
+        malformed = sum(1 for t, q, _ in run.malformed if (t, q) == (topic, partition))
+        assert p["claimed"] == [[0, end]] and (p["gaps"], p["duplicates"]) == (0, 0)
+        assert p["offsets"] == {SESSION_ROWS: end - malformed, QUARANTINE: malformed}
+    # Kafka: nothing expired; the late topic's unread messages are lag, not a finding (the limit is 15 minutes)
+    upstream = {(u["topic"], u["partition"]): u for u in result.report["upstream"]}
+    for topic in (*run.main, run.late):
+        for partition, end in run.ends[topic].items():
+            u = upstream[(topic, partition)]
+            log_end = run.late_ends[partition] if topic == run.late else end
+            assert (u["log_start"], u["log_end"], u["position"], u["expired"], u["lag"]) == (
+                0, log_end, end, 0, log_end - end)
+    assert all(h["kafka"] == h["tables"] for h in result.report["audit"]) and result.report["audit"]
+    assert {(h["topic"], h["partition"]) for h in result.report["audit"]} >= {
+        (t, p) for t in run.main for p in run.ends[t]}
+    validated = last_validated(validation_folder(result.settings.root("run")))
+    assert validated is not None
+    assert {name: entry["version"] for name, entry in validated["tables"].items()} == summary["versions"]
+
+
+# -- (a) a committed file removed from the log: GAP --------------------------------------------------------------
+
+
+def test_a_file_removed_from_the_log_is_a_gap_naming_its_offsets(drill: Drill) -> None:
+    run = drill.run
+    root = table_root(drill.home, SESSION_ROWS)
+    candidates = [(sum(len(o) for o in offsets_in(root, a["path"]).values()), a["path"])
+                  for _, adds in batch_commits(root) for a in adds if f"={run.late}/" in a["path"]]
+    _, victim = max(candidates)  # the late topic's file holding the most offsets (no malformed message there)
+    held = offsets_in(root, victim)
+    version = remove_from_log(drill.home, SESSION_ROWS, victim)
+    remaining = table_offsets(drill.home, SESSION_ROWS)
+    quarantined = table_offsets(drill.home, QUARANTINE)
+    missing = {tp: sorted(set(offsets) - remaining.get(tp, set()) - quarantined.get(tp, set()))
+               for tp, offsets in held.items()}
+    missing = {tp: offsets for tp, offsets in missing.items() if offsets}
+    assert missing, "the removed file held offsets no other file holds"
+
+    result = drill.validate()
+
+    assert result.states == FAILED
+    assert result.summary["versions"][SESSION_ROWS] == version
+    assert result.evidence("GAP") == {
+        ("GAP", BOTH, t, p): ([list(r) for r in as_ranges(offsets)[:10]], len(offsets))
+        for (t, p), offsets in missing.items()}
+    gaps = result.findings("GAP")
+    assert all("Kafka still holds them (its log starts at 0): they can be read again" in f["detail"]
+               for f in gaps.values())
+    # the per-hour audit sees the same offsets missing from Kafka's side
+    assert audit_counts(result) == {tp: len(offsets) for tp, offsets in missing.items()}
+    assert set(result.summary["classes"]) == {"GAP", "AUDIT_MISMATCH"}
+    alert = assert_alerted(result, "GAP")
+    assert "recover_stream" in alert["next_action"]
+
+
+# -- (c) a checkpoint past the output: CHECKPOINT_MISMATCH ---------------------------------------------------------
+
+
+def test_a_checkpoint_past_the_output_is_a_checkpoint_mismatch(drill: Drill) -> None:
+    run = drill.run
+    partition = max(run.late_ends, key=lambda p: run.late_ends[p] - run.ends[run.late][p])
+    end = run.ends[run.late][partition]
+    skipped = run.late_ends[partition] - end  # unread offsets Kafka holds: the checkpoint now says it passed them
+    assert skipped > 0
+    checkpoint = settings_of(drill_env(run, drill.home)).checkpoint_location
+    batch, committed = checkpoint_past(checkpoint, run.late, partition, skipped)
+
+    result = drill.validate()
+
+    assert result.states == FAILED
+    assert result.report["checkpoint"]["committed_batch"] == batch
+    assert result.evidence("CHECKPOINT_MISMATCH") == {
+        ("CHECKPOINT_MISMATCH", name, run.late, partition): ([[end, committed]], skipped)
+        for name in (SESSION_ROWS, QUARANTINE)}
+    for f in result.findings("CHECKPOINT_MISMATCH").values():
+        assert f"the stream will not read [{end}, {committed}) again" in f["detail"]
+        assert "Kafka still holds them" in f["detail"]
+    assert audit_counts(result) == {(run.late, partition): skipped}  # offsets passed that no table holds
+    assert set(result.summary["classes"]) == {"CHECKPOINT_MISMATCH", "AUDIT_MISMATCH"}
+    assert_alerted(result, "CHECKPOINT_MISMATCH")
+
+
+# -- (g) a stream stopped for longer than the staleness limit: STALE ----------------------------------------------
+
+
+def test_a_stream_stopped_longer_than_the_limit_is_stale(drill: Drill) -> None:
+    """Unread data in Kafka and no table commit for STALE_AFTER, at 1 s instead of waiting 15 minutes."""
+    run = drill.run
+    output = drill.home / "output"
+    last_commit = max(DeltaTable(str(output / name)).history(1)[0]["timestamp"] / 1000
+                      for name in (SESSION_ROWS, QUARANTINE))
+    while time.time() - last_commit <= 1.0:  # the producers wrote on after the stop; the limit below is 1 s
+        time.sleep(0.1)
+
+    result = drill.validate(validation_stale_after="1s")
+
+    assert result.states == FAILED
+    unread = {p: (run.ends[run.late][p], end) for p, end in run.late_ends.items() if end > run.ends[run.late][p]}
+    assert unread
+    assert result.evidence() == {("STALE", None, run.late, p): ([[start, end]], end - start)
+                                 for p, (start, end) in unread.items()}
+    assert all("no table commit for" in f["detail"] for f in result.findings().values())
+    alert = assert_alerted(result, "STALE")
+    assert alert["severity"] == "warning" and "stream_supervisor" in alert["next_action"]
+
+
+# -- (d) a topic deleted and recreated: DATA_EXPIRED (last: it changes the broker) --------------------------------
+
+
+def test_a_topic_deleted_and_recreated_is_data_expired(drill: Drill, broker: LocalBroker) -> None:
+    run = drill.run
+    new_ends = recreate_topic(broker.bootstrap_servers, run.doomed, 2 * len(run.ends[run.doomed]))
+
+    result = drill.validate()
+
+    assert result.states == FAILED
+    assert result.evidence("DATA_EXPIRED") == {
+        ("DATA_EXPIRED", None, run.doomed, p): ([[new_ends[p], end]], end - new_ends[p])
+        for p, end in run.ends[run.doomed].items()}
+    assert all("the topic was recreated or truncated" in f["detail"]
+               for f in result.findings("DATA_EXPIRED").values())
+    upstream = {(u["topic"], u["partition"]): u for u in result.report["upstream"] if u["topic"] == run.doomed}
+    assert {tp: u["log_end"] for tp, u in upstream.items()} == {(run.doomed, p): e for p, e in new_ends.items()}
+    assert_alerted(result, "DATA_EXPIRED")
+    delete_topics({"bootstrap.servers": broker.bootstrap_servers}, [run.doomed])
