@@ -154,7 +154,7 @@ def test_each_expectation_of_the_suite_fails_naming_its_offsets(settings: Settin
     (null,) = of(failed, "expect_column_values_to_not_be_null(session_id)")
     assert (null.topic, null.partition, null.ranges, null.count) == ("sites-a", 0, ((3, 5),), 4)
     assert "4 row(s) at 2 offset(s) fail" in null.detail and "[suite]" in null.detail
-    (twice,) = of(failed, "expect_compound_columns_to_be_unique(topic, partition, offset, row_id)")
+    (twice,) = of(failed, "expect_compound_columns_to_be_unique(topic, partition, offset, row_id, ignore_row_if=")
     assert (twice.topic, twice.partition, twice.ranges, twice.count) == ("sites-a", 0, ((6, 7),), 2)
     (op,) = of(failed, "expect_column_values_to_be_in_set(op")
     assert op.ranges == ((7, 10),) and op.count == 6 and "op='upsrt'" in op.detail

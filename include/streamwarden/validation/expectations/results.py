@@ -36,8 +36,7 @@ WHOLE_TABLE = ("*", -1)
 """Topic and partition of a finding about a whole table."""
 ROWS_SHOWN = 200
 """Failing rows an expectation's Data Docs page names."""
-RESULT_FORMAT: dict[str, Any] = {"result_format": "BASIC", "include_unexpected_rows": True,
-                                 "partial_unexpected_count": 20}
+RESULT_FORMAT: dict[str, Any] = {"result_format": "BASIC", "partial_unexpected_count": 20}
 """GX's exact counts and a few failing values; the failing rows are found from the condition (above)."""
 _PARTITION_COLUMNS = ("quarantine_offsets", "newest_at", "newest_column", "last_offset")
 """Columns of the partition frame a finding about a topic-partition reads."""

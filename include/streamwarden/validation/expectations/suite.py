@@ -33,6 +33,8 @@ PARTITIONS = "partitions"
 """The batch of one row per topic-partition (quarantine share, freshness)."""
 OPS = ("snapshot", "upsert", "delete", "end")
 BUILT_IN_HANDLER = "table_handler:TableReconstruction"
+NEVER = "never"
+"""Uniqueness checks every row (GX's default drops rows whose keys are all null first: a copy of the frame)."""
 CLASS_KEY = "streamwarden_class"
 """``meta`` key of an expectation whose failure is not EXPECTATION_FAILED (freshness: STALE)."""
 SOURCE_KEY = "streamwarden_source"
@@ -113,14 +115,16 @@ def table_suite(table: str, schema: pa.Schema, settings: Settings, validation: V
     if table == SESSION_ROWS:
         key = [c for c in validation.row_key_columns if c in columns]
         if key and set(INDEX_COLUMNS) <= columns:
-            suite.rows.append(_meta(e.ExpectCompoundColumnsToBeUnique(column_list=[*INDEX_COLUMNS, *key])))
+            suite.rows.append(_meta(e.ExpectCompoundColumnsToBeUnique(column_list=[*INDEX_COLUMNS, *key],
+                                                                      ignore_row_if=NEVER)))
         else:
             suite.notes.append(f"{table} has no row key column ({validation.row_key}): rows not checked unique "
                                "(check 1 still finds repeated rows)")
         if "op" in columns and settings.session_handler.endswith(BUILT_IN_HANDLER):
             suite.rows.append(_meta(e.ExpectColumnValuesToBeInSet(column="op", value_set=list(OPS))))
     elif set(INDEX_COLUMNS) <= columns:
-        suite.rows.append(_meta(e.ExpectCompoundColumnsToBeUnique(column_list=list(INDEX_COLUMNS))))
+        suite.rows.append(_meta(e.ExpectCompoundColumnsToBeUnique(column_list=list(INDEX_COLUMNS),
+                                                                  ignore_row_if=NEVER)))
     for column, (low, high) in validation.ranges.items():
         name = column.split(".", 1)[-1]
         if ("." in column and not column.startswith(f"{table}.")) or name not in columns:
