@@ -34,7 +34,6 @@ from streamwarden.runfiles.checkpoint import commit_batches, offset_batches, rea
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings, load_settings
 from streamwarden.stream.sink.ranges import Interval, merge_intervals
-from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import CHAOS_ENV
 from support import StreamProcess, all_offsets, log_ends, stream_env
@@ -42,7 +41,8 @@ from support import StreamProcess, all_offsets, log_ends, stream_env
 TopicPartition = tuple[str, int]
 PARTITIONS = 3
 CAP = 800  # offsets per micro-batch: the backlog takes two batches (the kill -9s in the first)
-MIN_PARTITION = 120  # offsets of a partition that gets a malformed message
+MIN_PARTITION = 120  # offsets of a partition that gets malformed messages
+BURST = 6  # malformed messages in one partition
 MALFORMED = (b"{not json", b'{"type":"update"}', b"\xff\xfe", b"[1, 2, 3]")
 
 
@@ -61,10 +61,6 @@ class StreamRun:
     malformed: frozenset[tuple[str, int, int]]  # where the malformed messages landed
     exits: tuple[int, ...]  # the exit code of each run of the job
 
-    @property
-    def pattern(self) -> str:
-        return f"{self.prefix}-.*"
-
 
 def run_session_stream(bootstrap: str, base: Path) -> StreamRun:
     """Sessions over four topics, two kill -9s, a clean stop, then more messages to the late topic."""
@@ -76,12 +72,12 @@ def run_session_stream(bootstrap: str, base: Path) -> StreamRun:
     produce_sessions(bootstrap, prefix, sites=2, messages=1_000, seed=1)
     produce_sessions(bootstrap, f"{prefix}-doomed", sites=1, messages=250, seed=2)
     produce_sessions(bootstrap, f"{prefix}-late", sites=1, messages=250, seed=3)
-    # one malformed message in each of the larger partitions of the main topics: under 1% of each partition
-    # (the default STREAMWARDEN_VALIDATION_QUARANTINE_SHARE), so the clean output passes the data checks too
+    # malformed messages in the larger partitions of the main topics: a burst of BURST in one (a few percent of
+    # it), one in each of up to three others (under 1% of each)
     sizes = log_ends(all_offsets(bootstrap, main))
     larger = sorted((t, p) for t, parts in sizes.items() for p, end in parts.items() if end >= MIN_PARTITION)
-    assert len(larger) >= 2, sizes
-    malformed = produce_malformed(bootstrap, larger[:4])
+    assert len(larger) >= 3, sizes
+    malformed = produce_malformed(bootstrap, [larger[0]] * BURST + larger[1:4])
 
     # kill -9 between the commit of session_rows and the commit of quarantine (the job kills itself there)
     job.start(**{CHAOS_ENV: "after_commit"})
@@ -93,6 +89,7 @@ def run_session_stream(bootstrap: str, base: Path) -> StreamRun:
     # a clean run to the end, then a graceful stop
     job.start()
     ends = log_ends(all_offsets(bootstrap, [*main, doomed, late]))
+    assert all(len(ends.get(t, {})) == PARTITIONS for t in (*main, doomed, late)), ends
     job.wait_until(lambda: job.caught_up(ends) and job.checkpoint_settled(), 300, "every offset read")
     assert job.stop() == 0, job.log_tail()
     # the producers write on to the late topic; the stream is not running
@@ -109,15 +106,17 @@ def started_by(job: StreamProcess) -> bool:
 
 
 def produce_sessions(bootstrap: str, prefix: str, *, sites: int, messages: int, seed: int) -> None:
-    """Simulated sessions (snapshots of 4 rows, then updates) to ``<prefix>-<site>`` for each site."""
+    """Simulated sessions (snapshots of 4 rows, then updates) to ``<prefix>-<site>`` for each site; the same
+    sessions, keys and so partitions every time for a seed (the run id is part of every session id)."""
     options = ProducerOptions(prefix=prefix, sites=sites, partitions=PARTITIONS, sessions_per_site=8,
-                              rows_per_snapshot=4, updates_per_session=25, max_messages=messages, seed=seed)
+                              rows_per_snapshot=4, updates_per_session=25, max_messages=messages, seed=seed,
+                              run_id=f"drill{seed}")
     report = run_producer(load_settings(bootstrap_servers=bootstrap, topic_pattern=f"{prefix}-.*"), options)
     assert report.messages_sent == messages and not report.delivery_errors
 
 
 def produce_malformed(bootstrap: str, partitions: Sequence[tuple[str, int]]) -> set[tuple[str, int, int]]:
-    """One undecodable value to each of ``partitions``: where each landed."""
+    """One undecodable value to each entry of ``partitions`` (in order): where each landed."""
     placed: set[tuple[str, int, int]] = set()
     producer = Producer({"bootstrap.servers": bootstrap})
 
@@ -324,5 +323,3 @@ def settings_of(env: dict[str, str]) -> Settings:
             del os.environ[key]
         os.environ.update(saved)
 
-
-__all__ = ["QUARANTINE", "SESSION_ROWS"]

@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +27,18 @@ from drills import (
     as_ranges,
     batch_commits,
     checkpoint_past,
+    commit_again,
     copy_home,
     drill_env,
     offsets_in,
     recreate_topic,
     remove_from_log,
+    rows_in,
     run_session_stream,
     settings_of,
     table_offsets,
     table_root,
+    unexpected_rows,
 )
 
 from streamwarden.kafka.admin import delete_topics
@@ -212,6 +216,38 @@ def test_a_file_removed_from_the_log_is_a_gap_naming_its_offsets(drill: Drill) -
     assert "recover_stream" in alert["next_action"]
 
 
+# -- (b) a batch committed twice, by a second writer under its own app id: DUPLICATE -------------------------------
+
+
+def test_a_batch_committed_again_by_a_second_writer_is_a_duplicate(drill: Drill) -> None:
+    root = table_root(drill.home, SESSION_ROWS)
+    commits = list(batch_commits(root))
+    batch_version, adds = commits[len(commits) // 2]
+    rows: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], set[int]] = {}
+    for add in adds:
+        for tp, n in rows_in(root, add["path"]).items():
+            rows[tp] = rows.get(tp, 0) + n
+        for tp, held in offsets_in(root, add["path"]).items():
+            offsets.setdefault(tp, set()).update(held)
+    version = commit_again(drill.home, SESSION_ROWS, adds, "second-writer", batch_version)
+    assert DeltaTable(str(root)).transaction_version("second-writer") == batch_version
+
+    result = drill.validate()
+
+    assert result.states == FAILED
+    assert result.summary["versions"][SESSION_ROWS] == version
+    ranges = {tp: [list(r) for r in as_ranges(sorted(held))[:10]] for tp, held in offsets.items()}
+    assert result.evidence() == {
+        **{("DUPLICATE", SESSION_ROWS, t, p): (ranges[(t, p)], rows[(t, p)]) for t, p in offsets},
+        # the built-in expectation of unique rows fails on both copies of each row
+        **{("EXPECTATION_FAILED", SESSION_ROWS, t, p): (ranges[(t, p)], 2 * rows[(t, p)]) for t, p in offsets}}
+    assert all(f["detail"].startswith("expect_compound_columns_to_be_unique(topic, partition, offset, row_id")
+               and "[suite]" in f["detail"] for f in result.findings("EXPECTATION_FAILED").values())
+    assert all("committed twice" in f["detail"] for f in result.findings("DUPLICATE").values())
+    assert_alerted(result, "DUPLICATE")
+
+
 # -- (c) a checkpoint past the output: CHECKPOINT_MISMATCH ---------------------------------------------------------
 
 
@@ -242,25 +278,95 @@ def test_a_checkpoint_past_the_output_is_a_checkpoint_mismatch(drill: Drill) -> 
 # -- (g) a stream stopped for longer than the staleness limit: STALE ----------------------------------------------
 
 
-def test_a_stream_stopped_longer_than_the_limit_is_stale(drill: Drill) -> None:
-    """Unread data in Kafka and no table commit for STALE_AFTER, at 1 s instead of waiting 15 minutes."""
+def test_a_stream_stopped_longer_than_the_limits_is_stale(drill: Drill) -> None:
+    """Check 3 (unread data, no table commit for STALE_AFTER) and the freshness expectation (the newest row of
+    each topic-partition older than FRESHNESS), both at 1 s instead of waiting 15 minutes and an hour."""
     run = drill.run
     output = drill.home / "output"
     last_commit = max(DeltaTable(str(output / name)).history(1)[0]["timestamp"] / 1000
                       for name in (SESSION_ROWS, QUARANTINE))
-    while time.time() - last_commit <= 1.0:  # the producers wrote on after the stop; the limit below is 1 s
+    while time.time() - last_commit <= 1.0:  # the producers wrote on after the stop; the limits below are 1 s
         time.sleep(0.1)
 
-    result = drill.validate(validation_stale_after="1s")
+    result = drill.validate(validation_stale_after="1s", validation_freshness="1s")
 
     assert result.states == FAILED
     unread = {p: (run.ends[run.late][p], end) for p, end in run.late_ends.items() if end > run.ends[run.late][p]}
     assert unread
-    assert result.evidence() == {("STALE", None, run.late, p): ([[start, end]], end - start)
-                                 for p, (start, end) in unread.items()}
-    assert all("no table commit for" in f["detail"] for f in result.findings().values())
+    lagging = {("STALE", None, run.late, p): ([[start, end]], end - start) for p, (start, end) in unread.items()}
+    behind = {("STALE", BOTH, t, p): ([[end - 1, end]], 1) for t, parts in run.ends.items() for p, end in parts.items()}
+    assert result.evidence() == lagging | behind
+    findings = result.findings()
+    assert all("no table commit for" in findings[key]["detail"] for key in lagging)
+    assert all("minutes old" in findings[key]["detail"] and "STREAMWARDEN_VALIDATION_FRESHNESS" not in
+               findings[key]["detail"] for key in behind)
     alert = assert_alerted(result, "STALE")
     assert alert["severity"] == "warning" and "stream_supervisor" in alert["next_action"]
+
+
+# -- (e) malformed messages above the quarantine share: EXPECTATION_FAILED -----------------------------------------
+
+
+def test_malformed_messages_above_the_quarantine_share_fail_an_expectation(drill: Drill) -> None:
+    """The stream quarantined a burst of malformed messages in one partition (a few percent of it) and single
+    ones in others (under 1%): with a share of 1% allowed, the burst's partition fails, the others pass."""
+    run = drill.run
+    quarantined = table_offsets(drill.home, QUARANTINE)
+    assert {(t, p, o) for (t, p), offsets in quarantined.items() for o in offsets} == run.malformed
+    counted = Counter((t, p) for t, p, _ in run.malformed)
+    shares = {tp: n / run.ends[tp[0]][tp[1]] for tp, n in counted.items()}
+    over = {tp for tp, share in shares.items() if share > 0.01}
+    assert over and over != set(shares)
+
+    result = drill.validate(validation_quarantine_share="0.01")
+
+    assert result.states == FAILED
+    assert result.evidence() == {("EXPECTATION_FAILED", BOTH, t, p): ([], counted[(t, p)]) for t, p in over}
+    for (_, _, topic, partition), f in result.findings().items():
+        share = shares[(topic, partition)]
+        assert "quarantine_share" in f["detail"]
+        assert f"{counted[(topic, partition)]} offset(s) in quarantine, {share:.2%}" in f["detail"]
+    assert_alerted(result, "EXPECTATION_FAILED")
+    # the Data Docs page of the per-partition batch names the partitions over the share
+    shown = unexpected_rows(Path(result.summary["data_docs_pages"]["partitions"]))
+    named = {(t, int(p)) for _, where in shown for t, p in zip(where["topic"], where["partition"], strict=True)}
+    assert named == over
+
+
+# -- (f) an expectation of the user's file that fails: EXPECTATION_FAILED, with the failing rows in the Data Docs -
+
+
+def test_a_failing_expectation_of_the_users_file_names_its_rows(drill: Drill, tmp_path: Path) -> None:
+    limit = 9_000  # the simulated producers send qty up to 10,000
+    expectations = tmp_path / "expectations.json"
+    expectations.write_text(json.dumps([{"table": SESSION_ROWS, "expectation": "ExpectColumnValuesToBeBetween",
+                                         "kwargs": {"column": "qty", "min_value": 0, "max_value": limit}}]))
+    rows = DeltaTable(str(table_root(drill.home, SESSION_ROWS))).to_pyarrow_table(
+        columns=["topic", "partition", "offset", "qty"]).to_pylist()
+    failing: dict[tuple[str, int], list[int]] = {}
+    for row in rows:
+        if row["qty"] is not None and not 0 <= row["qty"] <= limit:
+            failing.setdefault((row["topic"], row["partition"]), []).append(row["offset"])
+    assert failing
+
+    result = drill.validate(validation_expectations=str(expectations))
+
+    assert result.states == FAILED
+    assert result.evidence() == {
+        ("EXPECTATION_FAILED", SESSION_ROWS, t, p): ([list(r) for r in as_ranges(sorted(set(offsets)))[:10]],
+                                                     len(offsets))
+        for (t, p), offsets in failing.items()}
+    described = f"expect_column_values_to_be_between(qty, min_value=0.0, max_value={limit:.1f})"
+    assert all(f"{described} [expectations.json entry 0]" in f["detail"] for f in result.findings().values())
+    assert_alerted(result, "EXPECTATION_FAILED")
+    # the Data Docs: the site, and the page of session_rows naming failing rows by topic, partition and offset
+    assert Path(result.summary["data_docs"]).is_file()
+    assert result.report["data_docs"] == result.summary["data_docs"]
+    shown = unexpected_rows(Path(result.summary["data_docs_pages"][SESSION_ROWS]))
+    named = [(t, int(p), int(o)) for value, where in shown if float(value) > limit
+             for t, p, o in zip(where["topic"], where["partition"], where["offset"], strict=True)]
+    assert named and len(named) == sum(len(where["offset"]) for _, where in shown)
+    assert set(named) <= {(t, p, o) for (t, p), offsets in failing.items() for o in offsets}
 
 
 # -- (d) a topic deleted and recreated: DATA_EXPIRED (last: it changes the broker) --------------------------------
