@@ -214,6 +214,16 @@ def test_a_file_removed_from_the_log_is_a_gap_naming_its_offsets(drill: Drill) -
     assert set(result.summary["classes"]) == {"GAP", "AUDIT_MISMATCH"}
     alert = assert_alerted(result, "GAP")
     assert "recover_stream" in alert["next_action"]
+    # the version before the removal, pinned by the Params: its rows pass, and it becomes the last validated
+    # version (what recover_stream rolls back to)
+    before = {SESSION_ROWS: version - 1, QUARANTINE: result.summary["versions"][QUARANTINE]}
+    pinned = drill.validate({"versions": before})
+    assert pinned.states == dict.fromkeys(STEPS, "success") and pinned.summary["passed"]
+    assert set(pinned.summary["checks"]) == {"coverage", "expectations"} and pinned.summary["versions"] == before
+    validated = last_validated(validation_folder(pinned.settings.root("run")))
+    assert validated is not None
+    assert {name: entry["version"] for name, entry in validated["tables"].items()} == before
+    assert len(pinned.alerts) == 1  # the gap's, no other
 
 
 # -- (b) a batch committed twice, by a second writer under its own app id: DUPLICATE -------------------------------
@@ -384,6 +394,7 @@ def test_a_topic_deleted_and_recreated_is_data_expired(drill: Drill, broker: Loc
         for p, end in run.ends[run.doomed].items()}
     assert all("the topic was recreated or truncated" in f["detail"]
                for f in result.findings("DATA_EXPIRED").values())
+    assert set(result.summary["classes"]) == {"DATA_EXPIRED"}
     upstream = {(u["topic"], u["partition"]): u for u in result.report["upstream"] if u["topic"] == run.doomed}
     assert {tp: u["log_end"] for tp, u in upstream.items()} == {(run.doomed, p): e for p, e in new_ends.items()}
     assert_alerted(result, "DATA_EXPIRED")
