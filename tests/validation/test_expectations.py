@@ -23,12 +23,12 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from stream_output import settings_for, write_checkpoint
+from stream_output import add_copy, commit_batch, committed_paths, settings_for, write_checkpoint
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.sink.ranges import OffsetRanges
-from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.validation.coverage import check_coverage
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.request import Check, ValidationRequest
@@ -209,6 +209,28 @@ def test_freshness_is_stale_naming_the_newest_offset(settings: Settings) -> None
     off = check_expectations(settings, ValidationSettings(kafka=False, freshness="none"), tables,
                              checked=[SESSION_ROWS], partitions=check_coverage(tables).partitions, run_id="t")
     assert off.findings == ()
+
+
+def test_records_rows_are_unique_by_offset(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, pipeline="records")
+    commit_batch(settings, BATCH, 0, tables=(RECORDS,))
+    report = run(settings, OFFLINE, ValidationRequest((RECORDS,), DATA)).report
+    # no quarantine to share offsets with, and no timestamp in these rows: no per-partition batch
+    assert report.passed and set(report.data_docs_pages) == {RECORDS, f"{RECORDS}.schema"}
+    (copied,) = [p for p in committed_paths(settings, RECORDS) if "sites-b" in p and p.endswith("0-7-b.zstd.parquet")]
+    add_copy(settings, RECORDS, copied)  # offsets 7-14 of sites-b[0] committed again
+    found = run(settings, OFFLINE, ValidationRequest((RECORDS,), DATA)).report.findings
+    (twice,) = [f for f in found if f.finding_class is FindingClass.EXPECTATION_FAILED]
+    assert (twice.table, twice.topic, twice.partition, twice.ranges, twice.count) == (RECORDS, "sites-b", 0,
+                                                                                      ((7, 15),), 16)
+
+
+def test_the_steps_and_the_package_import_no_gx_and_build_no_frame() -> None:
+    """What the DAG imports when it is parsed: GX is imported by a run that checks rows, not before."""
+    script = ("import sys; import streamwarden.validation.steps, streamwarden.validation.expectations; "
+              "print('great_expectations' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def write(path: Path, document: Any) -> Path:
