@@ -263,6 +263,25 @@ def test_the_users_expectations_join_the_suite_and_name_their_rows(settings: Set
     assert "sites-b" in page and "500.0" in page
 
 
+def test_a_whole_table_expectation_and_one_gx_cannot_evaluate_are_findings_of_the_table(settings: Settings,
+                                                                                       tmp_path: Path) -> None:
+    commit(settings, BATCH, 0)
+    path = write(tmp_path / "mine.json", [
+        {"table": "session_rows", "expectation": "ExpectColumnMeanToBeBetween",
+         "kwargs": {"column": "price", "min_value": 100, "max_value": 200}},
+        {"table": "session_rows", "expectation": "ExpectColumnValuesToBeBetween",
+         "kwargs": {"column": "status", "min_value": 1, "max_value": 5}}])
+    report = run(settings, ValidationSettings(kafka=False, expectations=path), request(SESSION_ROWS)).report
+    (mean,) = of(report.findings, "expect_column_mean_to_be_between")
+    (typed,) = of(report.findings, "could not be evaluated")
+    assert len(report.findings) == 2
+    assert (mean.topic, mean.partition, mean.ranges) == ("*", -1, ())
+    assert mean.detail.startswith("expect_column_mean_to_be_between(price, min_value=100") and \
+        mean.detail.endswith("[mine.json entry 0] failed: observed 10.5")
+    assert typed.finding_class is FindingClass.EXPECTATION_FAILED and (typed.topic, typed.partition) == ("*", -1)
+    assert "[mine.json entry 1] could not be evaluated: " in typed.detail and "same type" in typed.detail
+
+
 @pytest.mark.parametrize(("document", "message"), [
     ({"table": "session_rows"}, "expected a list of entries {table, expectation, kwargs}, got dict"),
     ("[{", "not valid JSON (Expecting property name enclosed in double quotes at line 1, column 3)"),

@@ -51,8 +51,11 @@ def failing_rows(validator: Validator, expectation: Expectation, frame: pd.DataF
     name = f"{metric}.condition"
     kwargs = get_metric_kwargs(name, configuration=expectation.configuration,
                                runtime_configuration={"result_format": RESULT_FORMAT})
-    condition = validator.get_metric(MetricConfiguration(name, kwargs["metric_domain_kwargs"],
-                                                         kwargs["metric_value_kwargs"]))
+    try:
+        condition = validator.get_metric(MetricConfiguration(name, kwargs["metric_domain_kwargs"],
+                                                             kwargs["metric_value_kwargs"]))
+    except Exception:  # GX raises many kinds; the finding then counts the rows without naming them
+        return None
     mask = condition[0] if isinstance(condition, tuple) else condition
     labels = mask.index.to_numpy()[np.asarray(mask.to_numpy(dtype=bool, na_value=False))]
     domain = [c for c in _domain(expectation) if c in frame.columns and c not in INDEX_COLUMNS]
@@ -67,14 +70,15 @@ def findings(table: str, expectation: Expectation, result: ExpectationValidation
     table."""
     kind = finding_class(expectation)
     what = describe(expectation)
-    info = result.exception_info or {}
-    if info.get("raised_exception"):
-        message = str(info.get("exception_message") or "an error")
+    message = raised(result)
+    if message is not None:
         return [Finding(kind, table, *WHOLE_TABLE, (), 0, f"{what} could not be evaluated: {message}")]
     if rows is None or rows.empty:
-        observed = (result.result or {}).get("observed_value")
+        document = result.result or {}
+        observed, failing = document.get("observed_value"), int(document.get("unexpected_count") or 0)
         seen = "" if observed is None else f": observed {_short(observed)}"
-        return [Finding(kind, table, *WHOLE_TABLE, (), 0, f"{what} failed{seen}")]
+        counted = f": {failing:,} row(s) fail" if failing else ""
+        return [Finding(kind, table, *WHOLE_TABLE, (), failing, f"{what} failed{seen}{counted}")]
     found = []
     for (topic, partition), group in rows.groupby(["topic", "partition"], observed=True, sort=True):
         found.append(_partition_finding(table, kind, what, (str(topic), int(partition)),  # type: ignore[call-overload]
@@ -103,6 +107,17 @@ def _partition_finding(table: str, kind: FindingClass, what: str, where: tuple[s
     return Finding(kind, table, topic, partition, ranges, len(ranges),
                    f"{what}: the newest row ({row.get('newest_column')} {row.get('newest_at')}) is "
                    f"{age:,.0f} minutes old")
+
+
+def raised(result: ExpectationValidationResult) -> str | None:
+    """Why GX could not evaluate the expectation (its message), or None when it could. GX keeps the error at
+    the top of ``exception_info``, or under the metric that failed."""
+    info: dict[str, Any] = result.exception_info or {}
+    for entry in (info, *(v for v in info.values() if isinstance(v, dict))):
+        if entry.get("raised_exception"):
+            lines = str(entry.get("exception_message") or "an error").strip().splitlines()
+            return lines[-1] if lines else "an error"
+    return None
 
 
 def runs(offsets: npt.NDArray[np.int64], limit: int) -> tuple[Interval, ...]:

@@ -170,11 +170,10 @@ class _Run:
         for result in found:
             expectation = by_id[result.expectation_config.id if result.expectation_config else None]
             rows = None
-            if not result.success and not (result.exception_info or {}).get("raised_exception"):
-                rows = results.failing_rows(validator, expectation, frame)
+            if not result.success:
+                if results.raised(result) is None:
+                    rows = results.failing_rows(validator, expectation, frame)
                 self.findings += results.findings(table, expectation, result, rows, max_ranges=self.max_ranges)
-            elif not result.success:
-                self.findings += results.findings(table, expectation, result, None, max_ranges=self.max_ranges)
             results.for_docs(result, rows, expectation)
         self.evaluated += len(found)
         statistics = calc_validation_statistics(found)
