@@ -58,6 +58,9 @@ CASES = [
             "cannot read the config file (No such file or directory)"),
     _status("misspelt-variable", {"STREAMWARDEN_TRIGER_INTERVAL": "5s"},
             "unknown environment variable STREAMWARDEN_TRIGER_INTERVAL; did you mean STREAMWARDEN_TRIGGER_INTERVAL?"),
+    _status("expectations-under-the-issue-name", {"STREAMWARDEN_EXPECTATIONS": "{tmp}/mine.json"},
+            "unknown environment variable STREAMWARDEN_EXPECTATIONS; the setting is "
+            "STREAMWARDEN_VALIDATION_EXPECTATIONS"),
     _status("misspelt-warden-variable", {"STREAMWARDEN_WARDEN_BACKOF_MAX": "60s"},
             "did you mean STREAMWARDEN_WARDEN_BACKOFF_MAX?"),
     _status("misspelt-config-key", {"STREAMWARDEN_CONFIG_FILE": "{tmp}/c.yaml"},

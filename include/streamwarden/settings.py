@@ -384,12 +384,18 @@ def load_sibling_settings(model: type[SiblingSettings], prefix: str, **overrides
         raise SettingsError(describe_validation_error(exc, prefix)) from None
 
 
+MOVED_NAMES = {"STREAMWARDEN_EXPECTATIONS": "STREAMWARDEN_VALIDATION_EXPECTATIONS"}
+"""Names a reader may expect (the issue tracker's, older docs') and the setting that holds the value."""
+
+
 def unknown_names(given: list[str], known: set[str] | frozenset[str], what: str) -> list[str]:
-    """One line for each name in ``given`` that is not ``known``, with the closest known name if any."""
+    """One line for each name in ``given`` that is not ``known``, with the setting it means or the closest
+    known name if any."""
     lines = []
     for name in sorted(set(given) - set(known)):
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        hint = (f"; the setting is {MOVED_NAMES[name]}" if name in MOVED_NAMES else
+                f"; did you mean {close[0]}?" if close else "")
         lines.append(f"unknown {what} {name}{hint}")
     return lines
 
