@@ -143,7 +143,8 @@ def test_unread_data_expiring_before_the_stream_reaches_it_is_stale() -> None:
     (slow,) = _findings(row(1.0, 3600), [4_000], now - 5, now, 900)  # 6,000 s to catch up
     assert (slow.finding_class, slow.ranges, slow.count) == (FindingClass.STALE, ((4_000, 10_000),), 6_000)
     assert "expires in 3,600 s" in slow.detail and "1.0 offsets/s needs 6,000 s" in slow.detail
-    (stuck,) = _findings(row(None, 3600), [4_000], now - 5, now, 900)
+    assert _findings(row(None, 3600), [4_000], now - 5, now, 900) == []  # quiet, recent commit, an hour left
+    (stuck,) = _findings(row(None, 600), [4_000], now - 5, now, 900)  # expires within STALE_AFTER
     assert "no progress" in stuck.detail
 
 

@@ -122,7 +122,8 @@ def _findings(row: PartitionUpstream, ends: list[int], last_commit: float | None
                              row.lag, f"{row.lag:,} offsets unread and no table commit for {now - last_commit:,.0f} s"))
     elif row.expires_in_s is not None:
         catch_up = None if not row.rate_per_s else row.lag / row.rate_per_s
-        if catch_up is None or catch_up > row.expires_in_s:
+        # no progress measured (a partition quiet over the rate window): stale only when it expires soon
+        if (catch_up is None and row.expires_in_s <= stale_after) or (catch_up is not None and catch_up > row.expires_in_s):
             pace = "no progress" if catch_up is None else f"{row.rate_per_s:,.1f} offsets/s needs {catch_up:,.0f} s"
             found.append(Finding(FindingClass.STALE, None, row.topic, row.partition, ((row.position, row.log_end),),
                                  row.lag, f"the oldest unread record expires in {row.expires_in_s:,.0f} s; at the "
