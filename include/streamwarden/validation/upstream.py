@@ -123,7 +123,8 @@ def _findings(row: PartitionUpstream, ends: list[int], last_commit: float | None
     elif row.expires_in_s is not None:
         catch_up = None if not row.rate_per_s else row.lag / row.rate_per_s
         # no progress measured (a partition quiet over the rate window): stale only when it expires soon
-        if (catch_up is None and row.expires_in_s <= stale_after) or (catch_up is not None and catch_up > row.expires_in_s):
+        too_late = row.expires_in_s <= stale_after if catch_up is None else catch_up > row.expires_in_s
+        if too_late:
             pace = "no progress" if catch_up is None else f"{row.rate_per_s:,.1f} offsets/s needs {catch_up:,.0f} s"
             found.append(Finding(FindingClass.STALE, None, row.topic, row.partition, ((row.position, row.log_end),),
                                  row.lag, f"the oldest unread record expires in {row.expires_in_s:,.0f} s; at the "
