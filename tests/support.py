@@ -52,6 +52,18 @@ def produce_raw(bootstrap: str, topics: Sequence[str], count: int, keys: int = 9
     return ends
 
 
+def settings_of(env: dict[str, str]) -> Settings:
+    """The settings a process with environment ``env`` reads (only its ``STREAMWARDEN_*`` variables count)."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("STREAMWARDEN_")}
+    os.environ.update({k: v for k, v in env.items() if k.startswith("STREAMWARDEN_")})
+    try:
+        return load_settings()
+    finally:
+        for key in [k for k in os.environ if k.startswith("STREAMWARDEN_")]:
+            del os.environ[key]
+        os.environ.update(saved)
+
+
 @dataclass
 class StreamProcess:
     """The real ``streamwarden stream`` in its own process group, driven like an operator would."""
@@ -64,14 +76,7 @@ class StreamProcess:
     @property
     def settings(self) -> Settings:
         """The settings the job process sees (read from its environment, as it does)."""
-        saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("STREAMWARDEN_")}
-        os.environ.update({k: v for k, v in self.env.items() if k.startswith("STREAMWARDEN_")})
-        try:
-            return load_settings()
-        finally:
-            for key in [k for k in os.environ if k.startswith("STREAMWARDEN_")]:
-                del os.environ[key]
-            os.environ.update(saved)
+        return settings_of(self.env)
 
     def start(self, **extra_env: str) -> StreamProcess:
         env = {**self.env, **extra_env}

@@ -32,7 +32,7 @@ from streamwarden.kafka.admin import create_topics, delete_topics
 from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches, read_offsets
 from streamwarden.runfiles.heartbeat import read_heartbeat
-from streamwarden.settings import Settings, load_settings
+from streamwarden.settings import load_settings
 from streamwarden.stream.sink.ranges import Interval, merge_intervals
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import CHAOS_ENV
@@ -313,13 +313,4 @@ def unexpected_rows(page: Path) -> list[tuple[str, dict[str, list[str]]]]:
     return shown
 
 
-def settings_of(env: dict[str, str]) -> Settings:
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("STREAMWARDEN_")}
-    os.environ.update(env)
-    try:
-        return load_settings()
-    finally:
-        for key in [k for k in os.environ if k.startswith("STREAMWARDEN_")]:
-            del os.environ[key]
-        os.environ.update(saved)
 

@@ -35,7 +35,6 @@ from drills import (
     remove_from_log,
     rows_in,
     run_session_stream,
-    settings_of,
     table_offsets,
     table_root,
     unexpected_rows,
@@ -47,6 +46,7 @@ from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.warden.alerts import alerts_path, read_alerts
+from support import settings_of
 
 pytestmark = pytest.mark.slow
 
