@@ -22,7 +22,7 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(REPO / "bench")
     command = [sys.executable, "-m", "streamwarden_bench", "--messages", "3000", "--sessions", "12", "--rows", "10",
                "--updates-per-session", "50", "--trigger", "1s", "--no-quix", "--skip-latency", "--skip-scaling",
-               "--compaction-files", "40", "--vacuum-files", "100",
+               "--compaction-files", "40", "--vacuum-files", "100", "--validation-rows", "30000",
                "--results-dir", str(tmp_path / "results"), "--work-dir", str(tmp_path / "work")]
     run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -46,3 +46,6 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     compaction = results["compaction"]
     assert (compaction["files"], compaction["files_after"], compaction["vacuum_deleted"]) == (40, 4, 100)
     assert compaction["ratio_to_baseline"] > 0 and compaction["ratio_with_proof"] > 0
+    validation = results["validation"]
+    assert validation["session_rows"] >= 29_000 and validation["passed"] is True  # whole snapshots: about 30k
+    assert validation["ratio_to_goal"] > 0 and validation["expectations"] > 0
