@@ -90,6 +90,8 @@ class Settings(BaseSettings):
         description="Extra librdkafka client settings (security.protocol, sasl.*, ssl.*), JSON in the env.",
     )
     topic_pattern: str = Field("sites-.*", min_length=1, description="Regex of the topics to read (full match).")
+    control_topic: str = Field("streamwarden-control", description="Topic of the commands to the collection points "
+                               "(restart_session); must not match the topic pattern.")
     output_root: Path | str | None = Field(
         None, description="Where the Delta tables land (default <home>/output): a local path, or an object-store "
         "URI (s3://, s3a://, gs://, az://, abfss://), kept as its normalized text (see output_location).")
@@ -223,6 +225,19 @@ class Settings(BaseSettings):
         except re.error as exc:
             raise ValueError(f"not a valid regular expression: {exc}") from exc
         return value
+
+    @field_validator("control_topic")
+    @classmethod
+    def _control_topic(cls, value: str) -> str:
+        return validate_topic_name(value)
+
+    @model_validator(mode="after")
+    def _control_apart(self) -> Settings:
+        if re.fullmatch(self.topic_pattern, self.control_topic):
+            raise ValueError(f"{ENV_PREFIX}TOPIC_PATTERN {self.topic_pattern!r} matches the control topic "
+                             f"{self.control_topic!r} ({ENV_PREFIX}CONTROL_TOPIC): the stream would read commands "
+                             "as data. Narrow the pattern or rename the control topic.")
+        return self
 
     @field_validator("spark_master")
     @classmethod
