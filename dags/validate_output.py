@@ -71,7 +71,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, CronTriggerTimetable, DeltaTriggerTimetable, Param
+from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, Param
 
 from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.request import Check
@@ -81,14 +81,13 @@ from streamwarden_airflow.operators.validation import (
     ValidateTablesOperator,
     ValidationReportOperator,
 )
+from streamwarden_airflow.timetables import timetable_for
 
 hook = DeltaTablesHook()  # settings only: no table, DataFrame or broker is touched while parsing
 validation = hook.validation
 tables = pipeline_tables(hook.settings)
 maintained = AssetAny(*(hook.asset(table) for table in tables))
-every = validation.schedule_every
-timetable = (DeltaTriggerTimetable(timedelta(seconds=every)) if every is not None else
-             CronTriggerTimetable(validation.schedule_cron, timezone="UTC") if validation.schedule_cron else None)
+timetable = timetable_for(validation.schedule)
 
 with DAG(
     dag_id="validate_output",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamwarden.warden.alerts import Alert
+from streamwarden.warden.alerts import Alert, step_failed_alert
 
 _NEXT_ACTIONS = {
     "INTEGRITY": (
@@ -25,8 +25,5 @@ _DEFAULT_ACTION = ("Read the task log and the failure document. A compaction the
 
 def failure_alert(failure: dict[str, Any], *, source: str, task: str) -> Alert:
     """The alert for a failed maintenance step (``failure``: a failure document's JSON)."""
-    failure_class = str(failure.get("failure_class") or "BUG")
-    verdict = {"label": f"MAINTENANCE_FAILED({failure_class})", "task": task}
-    return Alert("critical", f"maintain_tables: {task} failed ({failure_class}): {failure.get('message', '')}"[:300],
-                 verdict, failure_class, failure, {}, _NEXT_ACTIONS.get(failure_class, _DEFAULT_ACTION),
-                 source=source, key=None)
+    return step_failed_alert("maintain_tables", "MAINTENANCE_FAILED", failure, source=source, task=task,
+                             actions=_NEXT_ACTIONS, default_action=_DEFAULT_ACTION)

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from streamwarden.validation.findings import NEXT_ACTIONS, FindingClass
-from streamwarden.warden.alerts import Alert
+from streamwarden.warden.alerts import Alert, step_failed_alert
 
 GRAVITY = (FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.DATA_EXPIRED, FindingClass.CHECKPOINT_MISMATCH,
            FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED, FindingClass.STALE)
@@ -78,12 +78,10 @@ _ERROR_ACTIONS = {
 def error_alert(failure: dict[str, Any], *, source: str, task: str) -> Alert:
     """The alert for a step that could not finish (``failure``: a failure document's JSON): nothing was
     validated, so the last validated versions stay."""
-    failure_class = str(failure.get("failure_class") or "BUG")
-    action = _ERROR_ACTIONS.get(failure_class, "Read the task log and the failure document, fix the cause, then "
-                                "trigger validate_output again.")
-    return Alert("critical", f"validate_output: {task} failed ({failure_class}): {failure.get('message', '')}"[:300],
-                 {"label": f"VALIDATION_ERROR({failure_class})", "task": task}, failure_class, failure, {}, action,
-                 source=source)
+    return step_failed_alert("validate_output", "VALIDATION_ERROR", failure, source=source, task=task,
+                             actions=_ERROR_ACTIONS, default_action=(
+                                 "Read the task log and the failure document, fix the cause, then trigger "
+                                 "validate_output again."))
 
 
 def _params(params: dict[str, Any]) -> str:

@@ -16,10 +16,9 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from streamwarden.schedules import check_schedule
 from streamwarden.settings import VALIDATION_ENV_PREFIX, load_sibling_settings, parse_duration
 
-CRON_PRESETS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *"}
-_CRON = re.compile(r"^\S+(\s+\S+){4}$")  # five fields; Airflow checks each when it parses the DAG
 _RANGE_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")  # column, or table.column
 Bound = float | str | None
 """A range's end: a number, an ISO 8601 time (for timestamp columns), or None (open)."""
@@ -58,27 +57,7 @@ class ValidationSettings(BaseSettings):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str) -> str:
-        value = value.strip()
-        if value.lower() == "none" or value in CRON_PRESETS or _CRON.match(value):
-            return value
-        try:
-            parse_duration(value)
-        except ValueError:
-            raise ValueError("expected a duration (30m), a cron expression (*/30 * * * *), a preset "
-                             f"({', '.join(CRON_PRESETS)}) or none") from None
-        return value
-
-    @property
-    def schedule_every(self) -> float | None:
-        """Seconds between runs when the schedule is a duration, else None."""
-        if self.schedule.lower() == "none" or self.schedule_cron is not None:
-            return None
-        return parse_duration(self.schedule)
-
-    @property
-    def schedule_cron(self) -> str | None:
-        """The cron expression when the schedule is one (a preset translated), else None."""
-        return CRON_PRESETS.get(self.schedule) or (self.schedule if _CRON.match(self.schedule) else None)
+        return check_schedule(value)
 
     @field_validator("broker_timeout", "stale_after", mode="before")
     @classmethod

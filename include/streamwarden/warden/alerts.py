@@ -13,7 +13,7 @@ import logging
 import os
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,6 +124,16 @@ class EmailNotifier:
         subject = f"[streamwarden {alert.severity}] {alert.summary}"[:200]
         body = "<pre>" + alert.text().replace("&", "&amp;").replace("<", "&lt;") + "</pre>"
         self.sender(self.recipients, subject, body)
+
+
+def step_failed_alert(dag_id: str, label: str, failure: dict[str, Any], *, source: str, task: str,
+                      actions: Mapping[str, str], default_action: str) -> Alert:
+    """The alert for a DAG step that could not finish (``failure``: a failure document's JSON): its class,
+    the document as evidence, and the action ``actions`` gives for the class (else ``default_action``)."""
+    failure_class = str(failure.get("failure_class") or "BUG")
+    return Alert("critical", f"{dag_id}: {task} failed ({failure_class}): {failure.get('message', '')}"[:300],
+                 {"label": f"{label}({failure_class})", "task": task}, failure_class, failure, {},
+                 actions.get(failure_class, default_action), source=source)
 
 
 def alerts_path(settings: Settings) -> Path:

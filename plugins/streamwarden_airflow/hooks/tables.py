@@ -7,6 +7,7 @@ from functools import cached_property
 from airflow.sdk import Asset, BaseHook
 
 from streamwarden.maintenance.settings import MaintenanceSettings, load_maintenance_settings
+from streamwarden.restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
 from streamwarden.validation.settings import ValidationSettings, load_validation_settings
@@ -16,8 +17,9 @@ from streamwarden_airflow.hooks.stream import StreamwardenHook
 
 class DeltaTablesHook(BaseHook):
     """Settings of the stream's Delta tables (``STREAMWARDEN_*``), of their maintenance
-    (``STREAMWARDEN_MAINTENANCE_*``) and validation (``STREAMWARDEN_VALIDATION_*``), their assets; alerts go
-    where the warden's go (log, webhook, e-mail)."""
+    (``STREAMWARDEN_MAINTENANCE_*``), validation (``STREAMWARDEN_VALIDATION_*``) and the session restarts that
+    bound what they can lose (``STREAMWARDEN_SESSION_RESTART_*``), their assets; alerts go where the warden's
+    go (log, webhook, e-mail)."""
 
     hook_name = "Streamwarden Delta tables"
 
@@ -25,6 +27,11 @@ class DeltaTablesHook(BaseHook):
         super().__init__()
         self.settings: Settings = load_settings()
         self.maintenance: MaintenanceSettings = load_maintenance_settings()
+
+    @cached_property
+    def restarts(self) -> RestartSettings:
+        """``STREAMWARDEN_SESSION_RESTART_*`` (read when first asked: a bad one fails restart_sessions only)."""
+        return load_restart_settings()
 
     @cached_property
     def validation(self) -> ValidationSettings:
