@@ -18,6 +18,7 @@ from sessions_fixtures import (
     SCHEMA,
     T0,
     Message,
+    good,
     replay,
     snapshot,
     update,
@@ -27,7 +28,7 @@ from streamwarden.failures import ConfigError, IntegrityError, MalformedDataErro
 from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, process_session
 from streamwarden.stream.sessions.handler import fingerprint, load_handler, pin_handler
 from streamwarden.stream.sessions.table_handler import TableReconstruction
-from streamwarden.wire import encode
+from streamwarden.wire import EndEvent, Row, SnapshotEvent, encode
 
 HANDLER = TableReconstruction()
 
@@ -143,3 +144,33 @@ def test_handler_fingerprint_is_pinned_with_the_checkpoint(tmp_path: Any) -> Non
 def test_bad_handler_path_is_a_config_error(path: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         load_handler(path)
+
+
+def _process(events: list[Any], policy: SessionPolicy, meta: SessionMeta | None = None) -> Any:
+    records = [RawRecord("t", 0, offset, m.key, m.value, T0) for offset, m in enumerate(good(e) for e in events)]
+    return process_session(meta or SessionMeta(), HANDLER.initial_state(), records, handler=HANDLER, schema=SCHEMA,
+                           policy=policy)
+
+
+def test_session_boundaries_are_marked_on_the_rows_of_their_events() -> None:
+    events = [snapshot("S", 0, {"r1": {"qty": 1}, "r2": {"qty": 2}}), update("S", 1, "r1", qty=3),
+              snapshot("S", 2, {"r1": {"qty": 4}}), EndEvent("S", 3, T0),
+              SnapshotEvent("S", 0, T0, (Row("r9", {"qty": 9}),), restart_request="restart-1")]
+    result = _process(events, SessionPolicy(tier="strict", max_message_bytes=MAX_MESSAGE_BYTES))
+    marked = [(r.record.offset, r.row["op"], r.boundary and r.boundary.value, r.restart_request) for r in result.rows]
+    assert marked == [(0, "snapshot", "start", None), (0, "snapshot", "start", None), (1, "upsert", None, None),
+                      (2, "snapshot", "snapshot", None), (3, "end", "end", None),
+                      (4, "snapshot", "start", "restart-1")]
+    assert not result.dead and not result.released
+
+
+def test_a_new_snapshot_heals_a_resync_session_as_resync_and_an_end_in_resync_releases_the_state() -> None:
+    policy = SessionPolicy(tier="strict", on_gap="resync", max_message_bytes=MAX_MESSAGE_BYTES)
+    gap = [snapshot("G", 0, {"r1": {"qty": 1}}), update("G", 2, "r1", qty=2)]
+    healed = _process([*gap, snapshot("G", 3, {"r1": {"qty": 5}})], policy)
+    assert [d.error_class for d in healed.dead] == ["SEQUENCE_GAP"]
+    assert [(r.record.offset, r.boundary and r.boundary.value) for r in healed.rows] == [(0, "start"), (2, "resync")]
+    assert healed.state == {"r1": {"qty": 5}} and healed.meta.resync_since is None
+    ended = _process([*gap, update("G", 3, "r1", qty=3), EndEvent("G", 4, T0)], policy)
+    assert [d.error_class for d in ended.dead] == ["SEQUENCE_GAP", "RESYNC_SKIPPED", "RESYNC_SKIPPED"]
+    assert ended.released and ended.meta == SessionMeta() and ended.state == HANDLER.initial_state()

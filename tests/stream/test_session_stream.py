@@ -178,6 +178,10 @@ def test_resync_skips_exactly_the_damaged_interval_and_accounts_every_offset(
     assert malformed == sorted(str(m.malformed) for m in MALFORMED)
     messages = read_table(output / QUARANTINE).column("error_message").to_pylist()
     assert any("expected seq 2, saw 3" in m and "until its next snapshot" in m for m in messages)
+    rows = read_table(output / SESSION_ROWS).filter(pc.is_valid(pc.field("boundary"))).to_pylist()
+    boundaries = {(r["session_id"], r["seq"], r["boundary"]) for r in rows}
+    assert boundaries == {("A", 0, "start"), ("B", 0, "start"), ("B", 5, "resync"), ("C", 0, "start"),
+                          ("C", 3, "resync"), ("D", 1, "resync"), ("E", 0, "start"), ("E", 1, "end")}
 
 
 def _accounted(job: StreamProcess, expected: set[tuple[str, int, int]]) -> bool:

@@ -18,6 +18,12 @@ Tiers:
 
 Malformed input (any :class:`~streamwarden.wire.WireErrorKind`) is a dead letter, or a MALFORMED failure
 with ``malformed_policy=fail``.
+
+Session boundaries are marked on the applied rows (:class:`Boundary`): a session's first snapshot is its
+``start``, a later snapshot in sequence a ``snapshot``, the snapshot that heals a session held for resync a
+``resync``, and its ``end`` an ``end``. An ``end`` always releases the session's state, also when it is a
+dead letter (a session held for resync, a late end): the session is over either way, and its state is
+released at once instead of at the session timeout.
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ class DeadReason(StrEnum):
     UPDATE_BEFORE_SNAPSHOT = "UPDATE_BEFORE_SNAPSHOT"
     RESYNC_SKIPPED = "RESYNC_SKIPPED"
     LATE_EVENT = "LATE_EVENT"
+
+
+class Boundary(StrEnum):
+    """Where an applied event stands in its session's life (the ``boundary`` column; null for the rest)."""
+
+    START = "start"  # the first snapshot of a session
+    SNAPSHOT = "snapshot"  # a later snapshot, in sequence
+    RESYNC = "resync"  # the snapshot that heals a session held for resync
+    END = "end"
 
 
 @dataclass(frozen=True)
@@ -96,11 +111,17 @@ class RawRecord:
 
 @dataclass(frozen=True)
 class AppliedRow:
-    """An output row with the event that caused it."""
+    """An output row with the event that caused it, and the session boundary that event is (if any)."""
 
     record: RawRecord
     event: SessionEvent
     row: OutputRow
+    boundary: Boundary | None = None
+
+    @property
+    def restart_request(self) -> str | None:
+        """The restart request the event's snapshot answers (the ``restart_request`` column)."""
+        return self.event.restart_request if isinstance(self.event, SnapshotEvent) else None
 
 
 @dataclass(frozen=True)
@@ -146,15 +167,27 @@ def process_session(
         refusal = _refusal(result.meta, event, record, policy)
         if refusal is not None:
             result.dead.append(DeadLetter(record, *refusal))
-            continue
-        result.state, rows = handler.on_event(result.state, event)
-        result.rows.extend(AppliedRow(record, event, row) for row in rows)
-        _advance(result.meta, event, record)
+        else:
+            boundary = _boundary(result.meta, event)
+            result.state, rows = handler.on_event(result.state, event)
+            result.rows.extend(AppliedRow(record, event, row, boundary) for row in rows)
+            _advance(result.meta, event, record)
         if isinstance(event, EndEvent):
             result.meta, result.state, result.released = SessionMeta(), handler.initial_state(), True
-        else:
+        elif refusal is None:
             result.released = False
     return result
+
+
+def _boundary(meta: SessionMeta, event: SessionEvent) -> Boundary | None:
+    """The boundary ``event`` marks, given the session's meta before it is applied."""
+    if isinstance(event, EndEvent):
+        return Boundary.END
+    if not isinstance(event, SnapshotEvent):
+        return None
+    if meta.resync_since is not None:
+        return Boundary.RESYNC
+    return Boundary.START if meta.next_seq is None else Boundary.SNAPSHOT
 
 
 def _refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord,

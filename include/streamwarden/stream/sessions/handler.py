@@ -19,7 +19,9 @@ A handler turns one session's events, in order, into output rows, keeping a stat
         def decode_state(self, data: bytes) -> int: ...
 
 The job calls ``on_event`` in (partition, offset) order, only for events that passed the integrity tier,
-and adds ``topic, partition, offset, session_id, seq, event_ts`` to every output row. State is stored as
+and adds ``topic, partition, offset, session_id, seq, event_ts, boundary, restart_request`` to every output
+row (``boundary``: ``start``, ``snapshot``, ``resync`` or ``end`` on the rows of those events, else null;
+``restart_request``: the restart request a snapshot answers). State is stored as
 the handler's own bytes (JSON, msgspec...; never pickle: the checkpoint outlives the code). An ``end``
 event releases the state after ``on_event``. To keep the offset accounting exact (every consumed offset
 in ``session_rows`` or ``quarantine``), a handler should emit at least one row per event.
@@ -46,7 +48,8 @@ from streamwarden.failures import ConfigError
 from streamwarden.wire import COLUMN_TYPES, ColumnType, SessionEvent, TableSchema, Value
 
 FRAMEWORK_COLUMNS = frozenset({
-    "kind", "topic", "partition", "offset", "session_id", "seq", "event_ts",  # added to every output row
+    "kind", "topic", "partition", "offset", "session_id", "seq", "event_ts", "boundary",  # added to every
+    "restart_request",  # output row
     "key", "value", "kafka_timestamp", "error_class", "error_message",  # dead letters (quarantine)
     "source_topic", "event_date", "event_hour",  # output folder partitioning
 })

@@ -101,12 +101,15 @@ class SessionProcessor(StatefulProcessor):
         cols: dict[str, list[Any]] = {name: [None] * size for name in self.columns}
         kind, topic, partition, offset = cols["kind"], cols["topic"], cols["partition"], cols["offset"]
         session_id, seq, event_ts = cols["session_id"], cols["seq"], cols["event_ts"]
+        boundary, restart_request = cols["boundary"], cols["restart_request"]
         i = 0
         for result in results:
             for applied in result.rows:
                 rec, event = applied.record, applied.event
                 kind[i], topic[i], partition[i], offset[i] = KIND_ROW, rec.topic, rec.partition, rec.offset
                 session_id[i], seq[i], event_ts[i] = event.session_id, event.seq, event.ts
+                boundary[i] = None if applied.boundary is None else applied.boundary.value
+                restart_request[i] = applied.restart_request
                 for name, value in applied.row.items():
                     cols[name][i] = value
                 i += 1

@@ -28,7 +28,9 @@ _SPARK_TYPES: dict[ColumnType, DataType] = {
 KAFKA_COLUMNS = [StructField("topic", StringType()), StructField("partition", IntegerType()),
                  StructField("offset", LongType())]
 SESSION_COLUMNS = [StructField("session_id", StringType()), StructField("seq", LongType()),
-                   StructField("event_ts", TimestampType())]
+                   StructField("event_ts", TimestampType()), StructField("boundary", StringType()),
+                   StructField("restart_request", StringType())]
+"""Added to every row of ``session_rows``; ``boundary`` and ``restart_request`` as :mod:`.engine` sets them."""
 DEAD_COLUMNS = [StructField("key", BinaryType()), StructField("value", BinaryType()),
                 StructField("kafka_timestamp", TimestampType()), StructField("error_class", StringType()),
                 StructField("error_message", StringType())]
