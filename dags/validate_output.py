@@ -22,6 +22,8 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
      lag, and time left before unread data expires at the stream's rate (`STALE`);
    - `audit`: messages per topic-partition per hour in Kafka against the rows the tables account for, for
      the hours Kafka still holds (`AUDIT_MISMATCH`);
+   - `exposure`: per site, the time since its last clean session start (the clean start of its oldest open
+     session); over 1.5 x the `restart_sessions` interval it is `EXPOSURE` (a warning);
    - `expectations`: Great Expectations checks of the rows (`EXPECTATION_FAILED`; freshness `STALE`),
      Data Docs under `<run_root>/data_docs/`.
    It logs the report as a table, writes it to `<run_root>/validation/<time>.json` and pushes a summary to
@@ -63,6 +65,8 @@ the user expectations file (`STREAMWARDEN_EXPECTATIONS`) are in `docs/validation
 - **EXPECTATION_FAILED**: rows break an expectation; the Data Docs name them (topic, partition, offset). Fix
   the producer or the handler (`upgrade_stream`).
 - **STALE**: the stream falls behind or stopped: see `stream_supervisor`.
+- **EXPOSURE**: sites without a clean session start for too long: trigger `restart_sessions` with
+  `{"sites": [<sites named>]}`; if restarts are not scheduled, set `STREAMWARDEN_SESSION_RESTART_SCHEDULE`.
 - **CONFIG** (a Param or setting) or **ENVIRONMENT** (storage, broker): nothing was validated and the last
   validated versions stay; fix what the message names and trigger again.
 """

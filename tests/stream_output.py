@@ -2,7 +2,8 @@
 a checkpoint's offset and commit logs as Spark writes them, and damage done through delta-rs.
 
 Every offset goes to exactly one table: every fifth to ``quarantine`` (one row), the others to
-``session_rows`` as a snapshot of ``ROWS_PER_OFFSET`` rows (one per ``row_id``); with the records pipeline,
+``session_rows`` as a snapshot of ``ROWS_PER_OFFSET`` rows (one per ``row_id``; stamped when written, offset 0
+the start of its partition's session); with the records pipeline,
 every offset to ``records`` (one row). Files lie in the batch
 folder the sink planned, one folder per partition value, without the partition column (as Spark writes them).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +32,13 @@ ROWS_PER_OFFSET = 3
 PARTITION_BY = ["source_topic"]
 SCHEMAS = {
     SESSION_ROWS: pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                             ("session_id", pa.string()), ("row_id", pa.string()), ("amount", pa.float64()),
-                             ("source_topic", pa.string())]),
+                             ("session_id", pa.string()), ("event_ts", pa.timestamp("us", tz="UTC")),
+                             ("boundary", pa.string()), ("restart_request", pa.string()), ("row_id", pa.string()),
+                             ("amount", pa.float64()), ("source_topic", pa.string())]),
     QUARANTINE: pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                           ("value", pa.binary()), ("error_class", pa.string()), ("source_topic", pa.string())]),
+                           ("key", pa.binary()), ("value", pa.binary()),
+                           ("kafka_timestamp", pa.timestamp("us", tz="UTC")), ("error_class", pa.string()),
+                           ("source_topic", pa.string())]),
 }
 SCHEMAS[RECORDS] = SCHEMAS[QUARANTINE]  # one row per offset, like quarantine
 
@@ -62,13 +67,18 @@ def rows_at(name: str, topic: str, partition: int, offsets: np.ndarray | list[in
     if name != SESSION_ROWS:
         return pa.table({"topic": pa.array([topic] * len(offsets), pa.string()),
                          "partition": pa.array(np.full(len(offsets), partition, np.int32)), "offset": offsets,
+                         "key": pa.array([f"s{partition}".encode()] * len(offsets), pa.binary()),
                          "value": pa.array([b"bad"] * len(offsets), pa.binary()),
+                         "kafka_timestamp": pa.array([datetime.now(UTC)] * len(offsets), pa.timestamp("us", tz="UTC")),
                          "error_class": pa.array(["INVALID_JSON"] * len(offsets), pa.string())})
     mine = np.repeat(offsets, ROWS_PER_OFFSET)
     row_ids = np.tile(np.array([f"r{i}" for i in range(ROWS_PER_OFFSET)]), len(offsets))
     return pa.table({"topic": pa.array([topic] * len(mine), pa.string()),
                      "partition": pa.array(np.full(len(mine), partition, np.int32)), "offset": mine,
                      "session_id": pa.array([f"s{partition}"] * len(mine), pa.string()),
+                     "event_ts": pa.array([datetime.now(UTC)] * len(mine), pa.timestamp("us", tz="UTC")),
+                     "boundary": pa.array(np.where(mine == 0, "start", None), pa.string()),
+                     "restart_request": pa.nulls(len(mine), pa.string()),
                      "row_id": pa.array(row_ids, pa.string()), "amount": pa.array(mine.astype(np.float64))})
 
 

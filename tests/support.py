@@ -16,6 +16,7 @@ from streamwarden_bench.replay import caught_up, offsets_by_table
 
 from streamwarden.processes import group_members
 from streamwarden.runfiles.checkpoint import commit_batches, committed_offsets, offset_batches
+from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.validation.exactly_once import verify_table
@@ -123,6 +124,11 @@ class StreamProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}; log:\n{self.log_tail()}")
             time.sleep(0.5)
+
+    def query_started(self) -> bool:
+        """The current process has started its query (its heartbeat says so)."""
+        beat = read_heartbeat(self.settings.heartbeat_path)
+        return self.process is not None and beat is not None and beat.pid == self.process.pid
 
     def committed(self) -> dict[str, dict[str, int]]:
         return committed_offsets(self.settings.checkpoint_location) or {}

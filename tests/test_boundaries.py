@@ -1,9 +1,10 @@
 """The capability folders' import boundaries, checked on the source and on a real interpreter.
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
-- ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/`` and the
-  shared top-level modules import no pyspark: the Airflow workers and ``streamwarden up`` need no Spark to
-  judge, stop or start the stream, or to read, maintain and validate the tables;
+- ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
+  ``control/``, ``restarts/`` and the shared top-level modules import no pyspark: the Airflow workers and
+  ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain and validate the
+  tables, or to ask the sites for new sessions;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
 - the Airflow plugins and DAG files import no pyspark.
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.failures", "streamwarden.wire",
-          "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage")
+          "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class Rule:
 RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka",
-          "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation"), ("pyspark",),
+          "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.control",
+          "streamwarden.restarts"), ("pyspark",),
          "the warden side runs without Spark",
          modules=SHARED),
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),

@@ -31,7 +31,6 @@ from deltalake.transaction import AddAction, RemoveAction
 from streamwarden.kafka.admin import create_topics, delete_topics
 from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches, read_offsets
-from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import load_settings
 from streamwarden.stream.sink.ranges import Interval, merge_intervals
 from streamwarden.tables.statistics import file_statistics
@@ -84,7 +83,7 @@ def run_session_stream(bootstrap: str, base: Path) -> StreamRun:
     assert job.wait_exit(300) == -9, f"expected a SIGKILL death\n{job.log_tail()}"
     # kill -9 of the whole process group as soon as the restarted query runs (replaying the unfinished batch)
     job.start()
-    job.wait_until(lambda: started_by(job), 300, "the restarted query")
+    job.wait_until(job.query_started, 300, "the restarted query")
     job.kill9()
     # a clean run to the end, then a graceful stop
     job.start()
@@ -97,12 +96,6 @@ def run_session_stream(bootstrap: str, base: Path) -> StreamRun:
     late_ends = log_ends(all_offsets(bootstrap, [late]))[late]
     return StreamRun(base / "home", env, prefix, tuple(main), doomed, late, ends, late_ends, frozenset(malformed),
                      tuple(job.runs))
-
-
-def started_by(job: StreamProcess) -> bool:
-    """The job's current process has started its query (its heartbeat says so)."""
-    beat = read_heartbeat(job.settings.heartbeat_path)
-    return job.process is not None and beat is not None and beat.pid == job.process.pid
 
 
 def produce_sessions(bootstrap: str, prefix: str, *, sites: int, messages: int, seed: int) -> None:

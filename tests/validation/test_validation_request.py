@@ -27,7 +27,7 @@ def test_no_params_ask_for_every_table_and_check_the_settings_allow(tmp_path: Pa
     assert request.tables == (SESSION_ROWS, QUARANTINE) and request.checks == frozenset(Check)
     assert not request.pinned and request.wants(Check.KAFKA)
     offline = request_from_params({"checks": []}, settings, ValidationSettings(kafka=False))
-    assert offline.checks == {Check.COVERAGE, Check.CHECKPOINT, Check.EXPECTATIONS}
+    assert offline.checks == {Check.COVERAGE, Check.CHECKPOINT, Check.EXPOSURE, Check.EXPECTATIONS}
     assert ValidationRequest.from_json(request.to_json()) == request
 
 

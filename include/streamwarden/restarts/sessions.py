@@ -28,6 +28,8 @@ import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 
 INTEGRITY_CLASSES = ("SEQUENCE_GAP", "DUPLICATE_SEQ", "UPDATE_BEFORE_SNAPSHOT", "RESYNC_SKIPPED")
 CLEAN_STARTS = ("start", "snapshot", "resync")
+SESSION_COLUMNS = ("topic", "partition", "offset", "session_id", "event_ts", "boundary", "restart_request")
+"""The framework's columns of ``session_rows`` read here."""
 _IN_INTEGRITY = "error_class IN ({})".format(", ".join(f"'{c}'" for c in INTEGRITY_CLASSES))
 _CLEAN = "boundary IN ({})".format(", ".join(f"'{c}'" for c in CLEAN_STARTS))
 

@@ -17,13 +17,19 @@ from streamwarden.validation.findings import NEXT_ACTIONS, FindingClass
 from streamwarden.warden.alerts import Alert, step_failed_alert
 
 GRAVITY = (FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.DATA_EXPIRED, FindingClass.CHECKPOINT_MISMATCH,
-           FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED, FindingClass.STALE)
+           FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED, FindingClass.STALE, FindingClass.EXPOSURE)
 """Finding classes, gravest first: the alert's failure class is the first found."""
 EVIDENCE_SHOWN = 10
 
 
-def trigger(finding_class: FindingClass, tables: list[str]) -> str:
-    """The DAG to trigger for ``finding_class`` and its Params, as a sentence."""
+WARNINGS = frozenset({FindingClass.STALE, FindingClass.EXPOSURE})
+"""Classes that alone make a warning, not a critical alert: nothing is wrong in the tables yet."""
+
+
+def trigger(finding_class: FindingClass, tables: list[str], sites: list[str] | None = None) -> str:
+    """The DAG to trigger for ``finding_class`` and its Params, as a sentence (``sites``: the topics found)."""
+    if finding_class is FindingClass.EXPOSURE:
+        return f"trigger restart_sessions with Params {_params({'sites': sites or [], 'reason': 'exposure'})}"
     scope: dict[str, Any] = {"tables": tables} if tables else {}
     recover = _params({"target": "last_validated", "dry_run": True})
     if finding_class in (FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.CHECKPOINT_MISMATCH):
@@ -50,10 +56,13 @@ def findings_alert(summary: dict[str, Any], *, source: str, last_pass: str | Non
     for finding_class in classes:
         tables = sorted({name for f in findings if f["class"] == finding_class.value and f["table"]
                          for name in f["table"].split("+")})  # "session_rows+quarantine": offsets of both
-        actions.append(f"{finding_class.value}: {NEXT_ACTIONS[finding_class]} Next: {trigger(finding_class, tables)}.")
+        sites = sorted({f["topic"] for f in findings if f["class"] == finding_class.value})
+        actions.append(f"{finding_class.value}: {NEXT_ACTIONS[finding_class]} Next: "
+                       f"{trigger(finding_class, tables, sites)}.")
     counted = ", ".join(f"{c} {n}" for c, n in summary["classes"].items())
     versions = ", ".join(f"{name} v{version}" for name, version in sorted(summary["versions"].items()))
-    evidence = [f"{f['class']} {f['table'] or '-'} {f['topic']}[{f['partition']}] {f['count']:,} at "
+    evidence = [f"{f['class']} {f['table'] or '-'} {f['topic']}{'' if f['partition'] < 0 else [f['partition']]} "
+                f"{f['count']:,} at "
                 f"{', '.join(f'[{s}, {e})' for s, e in f['ranges']) or '-'}: {f['detail']}"
                 for f in findings[:EVIDENCE_SHOWN]]
     failure = {"failure_class": gravest.value, "classes": summary["classes"], "versions": summary["versions"],
@@ -61,7 +70,7 @@ def findings_alert(summary: dict[str, Any], *, source: str, last_pass: str | Non
                "data_docs": summary.get("data_docs")}
     places = sorted({(f["class"], f["table"] or "", f["topic"], f["partition"]) for f in findings})
     key = "validation:" + hashlib.sha256(json.dumps([last_pass, places]).encode()).hexdigest()[:16]
-    severity = "warning" if classes == [FindingClass.STALE] else "critical"
+    severity = "warning" if set(classes) <= WARNINGS else "critical"
     return Alert(severity, f"validate_output: FAILED {counted} ({versions or 'no table'})"[:300],
                  {"label": f"VALIDATION_FAILED({','.join(c.value for c in classes)})", "run_id": summary["run_id"]},
                  gravest.value, failure, {}, " ".join(actions), source=source, key=key)

@@ -25,6 +25,7 @@ class FindingClass(StrEnum):
     AUDIT_MISMATCH = "AUDIT_MISMATCH"  # per-hour counts in Kafka and in the tables differ
     EXPECTATION_FAILED = "EXPECTATION_FAILED"  # a data expectation on the rows failed
     STALE = "STALE"  # the tables fall behind Kafka: no progress, or unread data expires before it is read
+    EXPOSURE = "EXPOSURE"  # a site without a clean session start for longer than 1.5 restart intervals
 
 
 NEXT_ACTIONS: dict[FindingClass, str] = {
@@ -59,6 +60,11 @@ NEXT_ACTIONS: dict[FindingClass, str] = {
         "The tables fall behind Kafka. Check stream_supervisor (is the stream running, is it keeping up?) and "
         "its last failure; when unread data is about to expire, raise the topics' retention.ms or the stream's "
         "resources now."),
+    FindingClass.EXPOSURE: (
+        "A site has gone longer than the limit without a clean session start: a break in its data since then "
+        "would not have been repaired (its damaged sessions are named). Trigger restart_sessions for the sites "
+        "named; if they do not answer, check the collection points; if restarts are not scheduled, set "
+        "STREAMWARDEN_SESSION_RESTART_SCHEDULE."),
 }
 
 
@@ -93,7 +99,8 @@ class Finding:
         """The finding in one line for the log."""
         shown = ", ".join(f"[{s}, {e})" for s, e in self.ranges)
         where = f"{self.table}: " if self.table else ""
-        return (f"{self.finding_class.value} {where}{self.topic}[{self.partition}] {self.count:,} "
+        partition = "" if self.partition < 0 else f"[{self.partition}]"  # -1: the whole topic (a site)
+        return (f"{self.finding_class.value} {where}{self.topic}{partition} {self.count:,} "
                 f"{'' if not shown else f'at {shown} '}- {self.detail}")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.restarts.sessions import SiteSessions
 from streamwarden.validation.agreement import CheckpointPosition
 from streamwarden.validation.audit import HourCount
 from streamwarden.validation.coverage import PartitionCoverage
@@ -45,6 +46,8 @@ class ValidationReport:
     notes: tuple[str, ...]  # checks skipped, and why
     data_docs: str | None = None  # the Data Docs site's index.html, when the rows were checked
     data_docs_pages: dict[str, str] = field(default_factory=dict)  # batch validated -> its page of this run
+    sites: tuple[SiteSessions, ...] = ()  # check 5: every site's sessions
+    exposure_limit: float | None = None  # check 5's limit (seconds); None: no restart schedule
 
     @property
     def passed(self) -> bool:
@@ -67,7 +70,13 @@ class ValidationReport:
                 "partitions": [p.to_json() for p in self.partitions],
                 "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes),
-                "data_docs": self.data_docs, "data_docs_pages": dict(self.data_docs_pages)}
+                "data_docs": self.data_docs, "data_docs_pages": dict(self.data_docs_pages),
+                "exposure": self.exposure_json()}
+
+    def exposure_json(self) -> dict[str, Any]:
+        """Check 5's figures: the limit and every site's sessions and exposure at the end of the run."""
+        now = datetime.fromisoformat(self.finished_at)
+        return {"limit_s": self.exposure_limit, "sites": [s.to_json(now) for s in self.sites]}
 
     def summary(self, report_path: Path | None = None, max_findings: int = 50) -> dict[str, Any]:
         """A small JSON form for XCom and alerts: verdict, versions, classes, the first findings (the file
@@ -77,7 +86,7 @@ class ValidationReport:
                 "findings_total": len(self.findings),
                 "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
                 "report": None if report_path is None else str(report_path), "data_docs": self.data_docs,
-                "data_docs_pages": dict(self.data_docs_pages)}
+                "data_docs_pages": dict(self.data_docs_pages), "exposure": self.exposure_json()}
 
     def text(self) -> str:
         """The report as a fixed-width table for a person, then the findings and the next actions."""
@@ -97,6 +106,14 @@ class ValidationReport:
                           for i, cell in enumerate(row)).rstrip() for row in [header, *lines]]
         if not lines:
             text.append("(no topic-partition in the tables yet)")
+        if self.sites:
+            now = datetime.fromisoformat(self.finished_at)
+            limit = "no limit: no restart schedule" if self.exposure_limit is None else \
+                f"limit {self.exposure_limit / 60:.0f} min"
+            text.append(f"exposure (time since each site's last clean session start; {limit}):")
+            text.extend(f"  {s.site}: {(s.exposure(now) or 0) / 60:.0f} min since "
+                        f"{s.last_clean_start.isoformat() if s.last_clean_start else '-'}; {s.open_sessions} open, "
+                        f"{s.damaged_sessions} damaged" for s in self.sites)
         if self.hours:
             mismatched = sum(h.kafka != h.tables for h in self.hours)
             text.append(f"audit: {len(self.hours):,} topic-partition hours compared with Kafka, {mismatched:,} differ")

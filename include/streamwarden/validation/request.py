@@ -33,10 +33,12 @@ class Check(StrEnum):
     KAFKA = "kafka"  # 3: log start and end, expired offsets, lag, staleness
     AUDIT = "audit"  # 4: per-hour counts in Kafka against the tables
     EXPECTATIONS = "expectations"  # data checks (Great Expectations)
+    EXPOSURE = "exposure"  # 5: each site's time since a clean session start, against the restart schedule
 
 
-PRESENT_ONLY = frozenset({Check.CHECKPOINT, Check.KAFKA, Check.AUDIT})
-"""Checks that compare the tables with the present (the checkpoint, Kafka): not made on pinned tables."""
+PRESENT_ONLY = frozenset({Check.CHECKPOINT, Check.KAFKA, Check.AUDIT, Check.EXPOSURE})
+"""Checks that compare the tables with the present (the checkpoint, Kafka, the clock): not made on pinned
+tables."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
    version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
 2. Check 1, offsets covered without gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
    tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`) and check 4, the per-hour audit
-   (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding); then the data
+   (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding); check 5, each
+   site's exposure against the session restart schedule (:mod:`.exposure`); then the data
    checks with Great Expectations on the same versions (:mod:`.expectations`), with their Data Docs. GX is
    imported in the background while checks 1-4 run, and only by a run that makes the data checks.
 3. The report (:mod:`.report`) is written; a passing run records its versions as the last validated ones.
@@ -30,12 +31,14 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from streamwarden.restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
 from streamwarden.validation.coverage import PartitionCoverage, check_coverage
+from streamwarden.validation.exposure import Exposure, check_exposure
 from streamwarden.validation.findings import Finding
 from streamwarden.validation.report import (
     ValidationReport,
@@ -64,9 +67,10 @@ class Recorded:
     last_validated: dict[str, object] | None
 
 
-def validate(settings: Settings, validation: ValidationSettings, request: ValidationRequest | None = None
-             ) -> ValidationReport:
-    """Steps 1 and 2: the requested checks (by default every one) on one pinned version of each table."""
+def validate(settings: Settings, validation: ValidationSettings, request: ValidationRequest | None = None,
+             restarts: RestartSettings | None = None) -> ValidationReport:
+    """Steps 1 and 2: the requested checks (by default every one) on one pinned version of each table
+    (``restarts``: the restart schedule check 5 judges exposure against; by default from the environment)."""
     request = request or default_request(settings, validation)
     started = datetime.now(UTC).isoformat()
     run_id = uuid.uuid4().hex[:16]
@@ -99,6 +103,12 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
             upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position,
                                                           audit_hours=request.wants(Check.AUDIT))
             findings, notes = annotate(findings + found, upstream), notes + said
+        exposure = Exposure()
+        if request.wants(Check.EXPOSURE) and settings.pipeline == "sessions":
+            exposure = check_exposure(con, tables, restarts or load_restart_settings(), now=datetime.now(UTC),
+                                      session_timeout=settings.session_timeout)
+            findings += exposure.findings
+            notes += [exposure.note] if exposure.note else []
     docs: Path | None = None
     pages: dict[str, str] = {}
     if importing is not None:
@@ -109,7 +119,8 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     made = tuple(c.value for c in Check if request.wants(c))
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), made, {t.name: t.version for t in tables},
                             None if request.pinned else position, coverage.partitions, upstream, hours,
-                            tuple(findings), tuple(notes), None if docs is None else str(docs), pages)
+                            tuple(findings), tuple(notes), None if docs is None else str(docs), pages,
+                            exposure.sites, exposure.limit)
 
 
 def _import_in_background() -> threading.Thread:
@@ -179,10 +190,11 @@ def record(settings: Settings, report: ValidationReport) -> Recorded:
     return Recorded(report, path, record_last_validated(folder, report, path))
 
 
-def run(settings: Settings, validation: ValidationSettings, request: ValidationRequest | None = None) -> Recorded:
+def run(settings: Settings, validation: ValidationSettings, request: ValidationRequest | None = None,
+        restarts: RestartSettings | None = None) -> Recorded:
     """Steps 1-3, with the report in the log."""
     started = time.perf_counter()
-    report = validate(settings, validation, request)
+    report = validate(settings, validation, request, restarts)
     recorded = record(settings, report)
     log.info("%s\nreport %s (%.1f s)", report.text(), recorded.path, time.perf_counter() - started)
     return recorded

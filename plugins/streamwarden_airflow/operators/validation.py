@@ -55,7 +55,7 @@ class ValidateTablesOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         request = ValidationRequest.from_json(context["ti"].xcom_pull(task_ids=self.params_task_id))
         hook = DeltaTablesHook()
-        recorded = run_step(context, lambda: steps.run(hook.settings, hook.validation, request))
+        recorded = run_step(context, lambda: steps.run(hook.settings, hook.validation, request, hook.restarts))
         summary = recorded.report.summary(recorded.path)
         context["ti"].xcom_push(key="return_value", value=summary)
         log.info("report: %s", recorded.path)
