@@ -12,12 +12,15 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
+from streamwarden.control.channel import ensure_control_topic, publish_commands
+from streamwarden.control.commands import RestartSession
+from streamwarden.kafka.admin import list_partitions, metadata_consumer
 from streamwarden.local.broker import free_port
 from streamwarden.local.producer import (
     ProducerOptions,
@@ -49,7 +52,9 @@ def unique_prefix() -> str:
 
 
 def settings_for(broker: LocalBroker, prefix: str) -> Settings:
-    return load_settings(bootstrap_servers=broker.bootstrap_servers, topic_pattern=f"{prefix}-.*")
+    """Settings on the test broker with this test's own topics, the control topic included."""
+    return load_settings(bootstrap_servers=broker.bootstrap_servers, topic_pattern=f"{prefix}-.*",
+                         control_topic=f"control-{prefix}")
 
 
 def consume_all(broker: LocalBroker, topics: list[str], expected: int) -> list[Message]:
@@ -69,6 +74,30 @@ def consume_all(broker: LocalBroker, topics: list[str], expected: int) -> list[M
         return messages
     finally:
         consumer.close()
+
+
+def events_by_session(messages: list[Message]) -> dict[str, list[tuple[str, SessionEvent]]]:
+    """(topic, event) of every message, decoded with the reference decoder, per session in offset order."""
+    events: dict[str, list[tuple[str, SessionEvent]]] = defaultdict(list)
+    for message in sorted(messages, key=lambda m: (m.topic(), m.partition(), m.offset())):
+        event = decode(message.key(), message.value(), DEMO_SCHEMA)
+        events[event.session_id].append((str(message.topic()), event))
+    return events
+
+
+def replay(events: list[tuple[str, SessionEvent]]) -> Table:
+    table: Table = {}
+    for _, event in events:
+        table = apply_event(table, event)
+    return table
+
+
+def assert_expected_is_the_replay(expected: dict[str, Table] | None,
+                                  events: dict[str, list[tuple[str, SessionEvent]]]) -> None:
+    """``expected_tables`` holds exactly the sessions not ended, each equal to the replay of its events."""
+    open_sessions = {s for s, e in events.items() if not isinstance(e[-1][1], EndEvent)}
+    assert expected is not None and set(expected) == open_sessions
+    assert all(expected[s] == replay(events[s]) for s in open_sessions)
 
 
 def test_simulator_is_deterministic_and_sessions_are_well_formed() -> None:
@@ -240,3 +269,107 @@ def test_cli_produce(broker: LocalBroker) -> None:
     report = json.loads(lines[-1])
     assert report["messages_sent"] == 500
     assert sum(report["topics"].values()) == 500
+
+
+def test_a_restart_command_ends_a_sites_sessions_and_opens_new_ones_naming_the_request(broker: LocalBroker) -> None:
+    prefix = unique_prefix()
+    settings = settings_for(broker, prefix)
+    topics = [f"{prefix}-{i}" for i in range(3)]
+    now = datetime.now(UTC)
+    ensure_control_topic(settings)
+    publish_commands(settings, [
+        RestartSession("r-old", topics[0], "too late", issued_at=now - timedelta(minutes=10),
+                       not_before=now - timedelta(minutes=10), deadline=now - timedelta(minutes=5)),
+        RestartSession("r-all", "*", "drill", issued_at=now, not_before=now + timedelta(seconds=0.3),
+                       deadline=now + timedelta(minutes=5)),
+        RestartSession("r-other", f"{prefix}x-0", "not ours", issued_at=now, not_before=now,
+                       deadline=now + timedelta(minutes=5)),
+    ])
+    options = ProducerOptions(prefix=prefix, sites=3, partitions=2, sessions_per_site=3, rows_per_snapshot=4,
+                              updates_per_session=1_000_000, rate=2000, duration=30, seed=3, track_expected=True,
+                              ignore_restarts=(topics[2],), progress_interval=0.2)
+    stop = threading.Event()
+    lines: list[str] = []
+
+    def progress(line: str) -> None:  # stop 0.3 s after both answering sites restarted
+        lines.append(line)
+        if line.startswith("restart r-all: ") and sum(seen.startswith("restart r-all: ") for seen in lines) == 2:
+            threading.Timer(0.3, stop.set).start()
+
+    report = run_producer(settings, options, progress=progress, stop=stop)
+    assert report.stopped_by == "stop" and report.delivery_errors == report.undelivered == 0
+    assert [(r["site"], r["request_id"], r["sessions_opened"]) for r in report.restarts] == [
+        (topics[0], "r-all", 3), (topics[1], "r-all", 3)]
+    assert sorted((s["site"], s["request_id"], s["why"]) for s in report.restarts_skipped) == [
+        (topics[0], "r-old", "expired"), (topics[2], "r-all", "ignored")]
+    assert not [line for line in lines if "r-other" in line], "commands for other topics pass unremarked"
+    assert any(line.startswith("sent ") and "restarts acted on" in line for line in lines)
+
+    events = events_by_session(consume_all(broker, topics, report.messages_sent))
+    assert sum(len(e) for e in events.values()) == report.messages_sent
+    for session_events in events.values():
+        assert [e.seq for _, e in session_events] == list(range(len(session_events)))
+    first: dict[str, SnapshotEvent] = {}
+    for session_id, session_events in events.items():
+        assert isinstance(session_events[0][1], SnapshotEvent)
+        first[session_id] = session_events[0][1]
+    for restart in report.restarts:
+        site = restart["site"]
+        mine = {s for s, e in events.items() if e[0][0] == site}
+        new = {s for s in mine if first[s].restart_request == "r-all"}
+        ended = {s for s in mine if isinstance(events[s][-1][1], EndEvent)}
+        assert len(new) == 3 and ended == mine - new, "every old session ended, every new one names the request"
+        assert restart["sessions_ended"] == len(ended) > 0
+    ignoring = [e for e in events.values() if e[0][0] == topics[2]]
+    assert len(ignoring) == 3 and not [e for e in ignoring if isinstance(e[-1][1], EndEvent)]
+    assert all(first[e[0][1].session_id].restart_request is None for e in ignoring)
+    assert_expected_is_the_replay(report.expected_tables, events)
+    assert len(report.expected_tables or {}) == report.sessions_open == 9
+
+
+def test_an_injected_gap_skips_exactly_one_seq_of_one_session(broker: LocalBroker) -> None:
+    prefix = unique_prefix()
+    settings = settings_for(broker, prefix)
+    options = ProducerOptions(prefix=prefix, sites=2, partitions=2, sessions_per_site=2, rows_per_snapshot=3,
+                              updates_per_session=40, max_messages=1500, seed=5, track_expected=True,
+                              inject_gap=(1, 300), honour_restarts=False)
+    lines: list[str] = []
+    report = run_producer(settings, options, progress=lines.append)
+    [gap] = report.gaps_injected
+    assert gap["topic"] == f"{prefix}-1" and gap["seq"] > 0
+    assert any(line.startswith(f"gap injected: {prefix}-1 session {gap['session_id']} seq {gap['seq']}")
+               for line in lines)
+    assert report.messages_sent == 1500
+
+    events = events_by_session(consume_all(broker, options.topics, 1500))
+    for session_id, session_events in events.items():
+        seqs = [e.seq for _, e in session_events]
+        missing = sorted(set(range(seqs[-1] + 1)) - set(seqs))
+        assert missing == ([gap["seq"]] if session_id == gap["session_id"] else []), session_id
+        assert seqs == sorted(seqs)
+    assert_expected_is_the_replay(report.expected_tables, events)
+    consumer = metadata_consumer(settings.kafka_client_config())
+    try:
+        assert list_partitions(consumer, settings.control_topic) == [], "no control topic without restarts"
+    finally:
+        consumer.close()
+
+
+def test_restart_and_gap_options_validate() -> None:
+    with pytest.raises(ValueError, match=r"ignore_restarts names sites-7: not among this producer's topics"):
+        ProducerOptions(ignore_restarts=("sites-7",))
+    with pytest.raises(ValueError, match=r"inject_gap site 3 is not a site index \(0..2\)"):
+        ProducerOptions(inject_gap=(3, 10))
+    with pytest.raises(ValueError, match="inject_gap after -1 messages"):
+        ProducerOptions(inject_gap=(0, -1))
+    with pytest.raises(ValueError, match="inject_gap needs updates_per_session above zero"):
+        ProducerOptions(updates_per_session=0, inject_gap=(0, 10))
+
+
+def test_restart_arguments() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = options_from_args(parser.parse_args(
+        ["--prefix", "x", "--ignore-restarts", "x-1", "--ignore-restarts", "x-0,x-2"]))
+    assert options.ignore_restarts == ("x-1", "x-0", "x-2") and options.honour_restarts
+    assert not options_from_args(parser.parse_args(["--no-restarts"])).honour_restarts

@@ -5,6 +5,11 @@ and deletes, and closes with ``end``; then a new session (new id) takes its plac
 interleave; the key is the session id, so a session stays in one partition, in ``seq`` order. The event
 stream is a pure function of the seed (:class:`SessionSimulator`); only timestamps and the run id (part
 of every session id, so a restart never reuses one) come from the clock.
+
+The sites also obey the control topic (:mod:`streamwarden.control`): on a ``restart_session`` for one of
+them (or ``*``), at its ``not_before``, that site ends its open sessions and opens as many new ones at once,
+each snapshot naming the request. For drills, some sites can be told to ignore commands, and one
+update or delete of one session can be left unsent (a ``seq`` gap).
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from streamwarden.control.channel import CommandReader
+from streamwarden.control.commands import RestartSession
 from streamwarden.kafka.admin import create_topics
 from streamwarden.settings import Settings, validate_topic_name
 from streamwarden.wire import (
@@ -44,12 +51,15 @@ from streamwarden.wire import (
 )
 
 StopReason = Literal["max_messages", "duration", "stop", "interrupt"]
+Outgoing: TypeAlias = tuple[str, bytes, SessionEvent]
+"""A message to send: (topic, key, event)."""
 _WORDS: dict[str, tuple[str, ...]] = {
     "status": ("new", "open", "partial", "filled", "cancelled"),
     "venue": ("XPAR", "XLON", "XETR", "XAMS", "XMIL", "XNYS"),
 }
 _MAX_BATCH = 1000
 _ERROR_SAMPLES = 5
+_CONTROL_POLL_S = 0.2  # longest wait of the rate limiter, so commands are seen in time
 _PRODUCER_DEFAULTS = {
     "linger.ms": "20",
     "batch.num.messages": "10000",
@@ -79,6 +89,9 @@ class ProducerOptions:
     schema: TableSchema = DEMO_SCHEMA
     run_id: str | None = None  # default: <seed>.<start time in ms, hex>
     progress_interval: float = 5.0  # seconds
+    honour_restarts: bool = True  # obey restart_session commands on the control topic
+    ignore_restarts: tuple[str, ...] = ()  # site topics that ignore them (drills)
+    inject_gap: tuple[int, int] | None = None  # (site, after N messages): leave one row message unsent
 
     def __post_init__(self) -> None:
         for name in ("sites", "partitions", "sessions_per_site", "progress_interval"):
@@ -93,6 +106,20 @@ class ProducerOptions:
             raise ValueError("delete_ratio must be between 0 and 0.5")
         if self.run_id is not None and not re.fullmatch(r"[A-Za-z0-9._]{1,32}", self.run_id):
             raise ValueError("run_id must be 1-32 of A-Z a-z 0-9 . _")
+        strangers = [name for name in self.ignore_restarts if name not in self.topics]
+        if strangers:
+            raise ValueError(f"ignore_restarts names {', '.join(strangers)}: not among this producer's topics "
+                             f"({', '.join(self.topics)})")
+        if self.inject_gap is not None:
+            self._check_gap(*self.inject_gap)
+
+    def _check_gap(self, site: int, after: int) -> None:
+        if not 0 <= site < self.sites:
+            raise ValueError(f"inject_gap site {site} is not a site index (0..{self.sites - 1})")
+        if after < 0:
+            raise ValueError(f"inject_gap after {after} messages: must not be negative")
+        if self.updates_per_session == 0:
+            raise ValueError("inject_gap needs updates_per_session above zero (it drops an update or delete)")
 
     @property
     def topics(self) -> list[str]:
@@ -158,39 +185,73 @@ class SessionSimulator:
         """Random values of the columns whose bit is set in ``mask``."""
         return {name: make(now) for bit, (name, make) in enumerate(self._makers) if mask >> bit & 1}
 
-    def next_event(self, now: datetime) -> tuple[str, bytes, SessionEvent]:
+    def next_event(self, now: datetime) -> Outgoing:
         """(topic, key, event) of the next message."""
-        rnd = self._rng.random
-        index = int(rnd() * len(self._open))
+        return self._advance(int(self._rng.random() * len(self._open)), now)
+
+    def restart_site(self, site: int, now: datetime, request_id: str) -> tuple[list[Outgoing], list[Outgoing]]:
+        """Answer a restart request: the ``end`` of every open session of ``site``, then the snapshots of
+        as many new sessions (naming ``request_id``), to be sent in that order.
+
+        A session whose snapshot was not generated yet has sent nothing: it is replaced without an ``end``.
+        """
+        ends: list[Outgoing] = []
+        snapshots: list[Outgoing] = []
+        for index, old in enumerate(self._open):
+            if old.site != site:
+                continue
+            if old.seq > 0:
+                ends.append((old.topic, old.key, EndEvent(old.session_id, old.seq, now)))
+            new = self._open[index] = self._new_session(site, old.topic)
+            new.seq = 1  # its snapshot goes out now
+            snapshots.append((new.topic, new.key, self._snapshot(new, now, request_id)))
+        return ends, snapshots
+
+    def skip_row_event(self, site: int, now: datetime) -> Outgoing | None:
+        """Generate the next update or delete of the first session of ``site`` that has one due, so that its
+        ``seq`` moves on, for the caller not to send (a gap); None while no session of the site has one."""
+        for index, session in enumerate(self._open):
+            if session.site == site and session.seq > 0 and session.remaining > 0:
+                return self._advance(index, now)
+        return None
+
+    def _advance(self, index: int, now: datetime) -> Outgoing:
+        """(topic, key, event) of the next message of the open session at ``index``."""
         session = self._open[index]
-        seq = session.seq
-        session.seq += 1
         event: SessionEvent
-        all_columns = self._all_columns
-        if seq == 0:
-            rows = tuple(Row(row_id, self._values(all_columns, now)) for row_id in session.row_ids)
-            event = SnapshotEvent(session.session_id, 0, now, rows)
+        if session.seq == 0:
+            event = self._snapshot(session, now)
         elif session.remaining == 0:
-            event = EndEvent(session.session_id, seq, now)
+            event = EndEvent(session.session_id, session.seq, now)
             self._open[index] = self._new_session(session.site, session.topic)
         else:
-            session.remaining -= 1
-            draw = rnd()
-            ratio = self._options.delete_ratio
-            live = session.row_ids
-            if draw < ratio and live:
-                position = int(rnd() * len(live))
-                live[position], live[-1] = live[-1], live[position]
-                event = DeleteEvent(session.session_id, seq, now, live.pop())
-            elif draw < 2 * ratio or not live:
-                live.append(f"r{session.next_row:06d}")
-                session.next_row += 1
-                event = UpdateEvent(session.session_id, seq, now, live[-1], self._values(all_columns, now))
-            else:
-                mask = 1 + int(rnd() * all_columns)
-                event = UpdateEvent(session.session_id, seq, now, live[int(rnd() * len(live))],
-                                    self._values(mask, now))
+            event = self._row_event(session, now)
+        session.seq += 1
         return session.topic, session.key, event
+
+    def _snapshot(self, session: _Session, now: datetime, restart_request: str | None = None) -> SnapshotEvent:
+        """The snapshot opening ``session`` (``seq`` 0): every live row, every column."""
+        rows = tuple(Row(row_id, self._values(self._all_columns, now)) for row_id in session.row_ids)
+        return SnapshotEvent(session.session_id, 0, now, rows, restart_request)
+
+    def _row_event(self, session: _Session, now: datetime) -> UpdateEvent | DeleteEvent:
+        """The next row message of ``session``: a delete, an insert, or an update of some columns."""
+        rnd = self._rng.random
+        seq = session.seq
+        session.remaining -= 1
+        draw = rnd()
+        ratio = self._options.delete_ratio
+        live = session.row_ids
+        if draw < ratio and live:
+            position = int(rnd() * len(live))
+            live[position], live[-1] = live[-1], live[position]
+            return DeleteEvent(session.session_id, seq, now, live.pop())
+        if draw < 2 * ratio or not live:
+            live.append(f"r{session.next_row:06d}")
+            session.next_row += 1
+            return UpdateEvent(session.session_id, seq, now, live[-1], self._values(self._all_columns, now))
+        mask = 1 + int(rnd() * self._all_columns)
+        return UpdateEvent(session.session_id, seq, now, live[int(rnd() * len(live))], self._values(mask, now))
 
 
 @dataclass
@@ -209,6 +270,9 @@ class ProducerReport:
     rate: float
     stopped_by: StopReason
     error_samples: list[str] = field(default_factory=list)
+    restarts: list[dict[str, Any]] = field(default_factory=list)  # site, request_id, sessions_ended/_opened, at
+    restarts_skipped: list[dict[str, Any]] = field(default_factory=list)  # site, request_id, why
+    gaps_injected: list[dict[str, Any]] = field(default_factory=list)  # topic, session_id, seq (never sent)
     expected_tables: dict[str, Table] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -238,6 +302,103 @@ class _Deliveries:
         return sum(self.failed.values())
 
 
+class _Publisher:
+    """Sends events in order and keeps the run's counts, and the expected table of every open session when
+    tracked: an event counts once the producer has it queued."""
+
+    def __init__(self, producer: Producer, options: ProducerOptions, stop: threading.Event) -> None:
+        self.producer = producer
+        self.produced = dict.fromkeys(options.topics, 0)
+        self.sent = self.sessions_started = self.sessions_ended = 0
+        self.tables: dict[str, Table] | None = {} if options.track_expected else None
+        self._pad_to = options.pad_to
+        self._stop = stop
+
+    def send(self, topic: str, key: bytes, event: SessionEvent) -> bool:
+        """Queue one event; False if stopped while the local queue was full (the event is not sent)."""
+        value = encode(event, self._pad_to)
+        try:
+            self.producer.produce(topic, value, key)
+        except BufferError:
+            if not _produce_when_queue_frees(self.producer, topic, value, key, self._stop):
+                return False
+        self.produced[topic] += 1
+        self.sent += 1
+        if event.type == "snapshot":
+            self.sessions_started += 1
+        elif event.type == "end":
+            self.sessions_ended += 1
+        if self.tables is not None:
+            if event.type == "end":
+                del self.tables[event.session_id]
+            else:
+                self.tables[event.session_id] = apply_event(self.tables.get(event.session_id, {}), event)
+        return True
+
+
+class _Restarts:
+    """The control topic as this producer's sites see it: each command once per site, obeyed at its turn.
+
+    Commands for topics this producer does not write are none of its business and pass unremarked.
+    """
+
+    def __init__(self, reader: CommandReader | None, options: ProducerOptions, say: Callable[[str], None]) -> None:
+        self._reader = reader
+        self._sites = {topic: site for site, topic in enumerate(options.topics)}
+        self._ignored = frozenset(options.ignore_restarts)
+        self._say = say
+        self._seen: set[tuple[str, str]] = set()  # (request id, site topic)
+        self._waiting: list[tuple[RestartSession, str]] = []
+        self.acted: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []
+
+    def act(self, now: datetime, simulator: SessionSimulator, publisher: _Publisher) -> None:
+        """Read new commands and restart every site whose turn has come (until a send finds the run stopping)."""
+        for command, topic in self._due(now):
+            ends, snapshots = simulator.restart_site(self._sites[topic], now, command.request_id)
+            if not all(publisher.send(*message) for message in [*ends, *snapshots]):
+                return
+            self.acted.append({"site": topic, "request_id": command.request_id, "sessions_ended": len(ends),
+                               "sessions_opened": len(snapshots), "at": format_ts(now)})
+            self._say(f"restart {command.request_id}: {topic} ended {len(ends)} session(s), opened "
+                      f"{len(snapshots)} ({command.reason or 'no reason given'})")
+
+    def _due(self, now: datetime) -> list[tuple[RestartSession, str]]:
+        """(command, site topic) pairs to act on now; ignored and expired ones are recorded as skipped."""
+        for command in self._reader.poll() if self._reader is not None else []:
+            for topic in self._sites:
+                if not command.targets(topic) or (command.request_id, topic) in self._seen:
+                    continue
+                self._seen.add((command.request_id, topic))
+                if topic in self._ignored:
+                    self._skip(command, topic, "ignored")
+                else:
+                    self._waiting.append((command, topic))
+        due: list[tuple[RestartSession, str]] = []
+        waiting: list[tuple[RestartSession, str]] = []
+        for command, topic in self._waiting:
+            if now >= command.deadline:
+                self._skip(command, topic, "expired")
+            else:
+                (due if now >= command.not_before else waiting).append((command, topic))
+        self._waiting = waiting
+        return due
+
+    def _skip(self, command: RestartSession, topic: str, why: str) -> None:
+        self.skipped.append({"site": topic, "request_id": command.request_id, "why": why})
+        self._say(f"restart {command.request_id} for {topic} skipped: {why}")
+
+
+def _inject_gap(simulator: SessionSimulator, site: int, now: datetime) -> dict[str, Any] | None:
+    """Generate one row message of a session of ``site`` and drop it; what was dropped, or None if no session
+    of the site has a row message due yet."""
+    dropped = simulator.skip_row_event(site, now)
+    if dropped is None:
+        return None
+    topic, _, event = dropped
+    return {"topic": topic, "session_id": event.session_id, "seq": event.seq}
+
+
 def run_producer(
     settings: Settings,
     options: ProducerOptions,
@@ -247,7 +408,8 @@ def run_producer(
     """Publish simulated sessions until ``max_messages``, ``duration``, ``stop`` or a signal; then flush.
 
     In the main thread the first SIGINT (Ctrl-C) or SIGTERM stops after the current batch (at most
-    1000 messages) and the queue is flushed; a second one interrupts the flush.
+    1000 messages) and the queue is flushed; a second one interrupts the flush. With ``honour_restarts``
+    the control topic is read (without blocking) before every batch.
     """
     say = progress or (lambda line: None)
     stop = stop or threading.Event()
@@ -262,19 +424,26 @@ def run_producer(
     deliveries = _Deliveries()
     producer = Producer({**_PRODUCER_DEFAULTS, **settings.kafka_client_config(),
                          "delivery.report.only.error": True, "on_delivery": deliveries})
-    produced = dict.fromkeys(topics, 0)
-    tables: dict[str, Table] | None = {} if options.track_expected else None
+    publisher = _Publisher(producer, options, stop)
+    reader = (CommandReader(settings, create_topic=options.create_topics,
+                            on_skip=lambda skipped: say(f"control message skipped: {skipped}"))
+              if options.honour_restarts else None)
+    restarts = _Restarts(reader, options, say)
+    gaps: list[dict[str, Any]] = []
+    gap = options.inject_gap  # (site, after this many messages) until injected
     batch = _MAX_BATCH if options.rate == 0 else max(1, min(_MAX_BATCH, int(options.rate / 50)))
     tokens = burst = max(float(batch), options.rate / 10)  # token bucket: up to 0.1 s of burst
-    sent = sessions_started = sessions_ended = sent_at_progress = 0
+    sent_at_progress = 0
     started = last_refill = last_progress = time.monotonic()
     stopped_by: StopReason = "stop"
     with _stop_on_signals(stop) as signalled:
         try:
             say(f"producing to {', '.join(topics)} (run {run_id}, "
-                f"{'unlimited' if options.rate == 0 else f'{options.rate:g} msg/s'})")
+                f"{'unlimited' if options.rate == 0 else f'{options.rate:g} msg/s'}"
+                f"{f', restart commands from {settings.control_topic}' if reader else ''})")
             while not stop.is_set():
                 now_mono = time.monotonic()
+                sent = publisher.sent
                 if options.duration and now_mono - started >= options.duration:
                     stopped_by = "duration"
                     break
@@ -283,41 +452,36 @@ def run_producer(
                     break
                 if now_mono - last_progress >= options.progress_interval:
                     rate = (sent - sent_at_progress) / (now_mono - last_progress)
-                    say(f"sent {sent:,} messages, {rate:,.0f} msg/s, {sessions_started - sessions_ended} "
-                        f"sessions open, {deliveries.count} delivery errors")
+                    say(f"sent {sent:,} messages, {rate:,.0f} msg/s, "
+                        f"{publisher.sessions_started - publisher.sessions_ended} sessions open, "
+                        f"{len(restarts.acted)} restarts acted on, {deliveries.count} delivery errors")
                     last_progress, sent_at_progress = now_mono, sent
-                size = batch if not options.max_messages else min(batch, options.max_messages - sent)
+                now = datetime.now(UTC)
+                restarts.act(now, simulator, publisher)
+                if gap is not None and publisher.sent >= gap[1]:
+                    dropped = _inject_gap(simulator, gap[0], now)
+                    if dropped is not None:
+                        gaps.append(dropped)
+                        gap = None
+                        say(f"gap injected: {dropped['topic']} session {dropped['session_id']} seq "
+                            f"{dropped['seq']} not sent")
+                size = _batch_size(batch, options.max_messages, publisher.sent, None if gap is None else gap[1])
                 if options.rate:
                     tokens = min(tokens + (now_mono - last_refill) * options.rate, burst)
                     last_refill = now_mono
                     if tokens < size:
-                        stop.wait((size - tokens) / options.rate)
+                        stop.wait(min((size - tokens) / options.rate, _CONTROL_POLL_S))
                         continue
                     tokens -= size
-                now = datetime.now(UTC)
                 for _ in range(size):
-                    topic, key, event = simulator.next_event(now)
-                    value = encode(event, options.pad_to)
-                    try:
-                        producer.produce(topic, value, key)
-                    except BufferError:
-                        if not _produce_when_queue_frees(producer, topic, value, key, stop):
-                            break
-                    produced[topic] += 1
-                    sent += 1
-                    if event.type == "snapshot":
-                        sessions_started += 1
-                    elif event.type == "end":
-                        sessions_ended += 1
-                    if tables is None:
-                        continue
-                    if event.type == "end":
-                        del tables[event.session_id]
-                    else:
-                        tables[event.session_id] = apply_event(tables.get(event.session_id, {}), event)
+                    if not publisher.send(*simulator.next_event(now)):
+                        break
                 producer.poll(0)
         except KeyboardInterrupt:  # a second Ctrl-C before the loop saw the first
             signalled.set()
+        finally:
+            if reader is not None:
+                reader.close()
         if signalled.is_set():
             stopped_by = "interrupt"
         undelivered = producer.flush(30.0)
@@ -325,18 +489,25 @@ def run_producer(
             producer.purge()
             producer.flush(5.0)
     elapsed = time.monotonic() - started
-    delivered = {topic: count - deliveries.failed.get(topic, 0) for topic, count in produced.items()}
+    delivered = {topic: count - deliveries.failed.get(topic, 0) for topic, count in publisher.produced.items()}
     total = sum(delivered.values())
     report = ProducerReport(
-        run_id=run_id, topics=delivered, messages_sent=total, sessions_started=sessions_started,
-        sessions_ended=sessions_ended, sessions_open=sessions_started - sessions_ended,
+        run_id=run_id, topics=delivered, messages_sent=total, sessions_started=publisher.sessions_started,
+        sessions_ended=publisher.sessions_ended, sessions_open=publisher.sessions_started - publisher.sessions_ended,
         delivery_errors=deliveries.count, undelivered=undelivered, elapsed_s=round(elapsed, 3),
         rate=round(total / elapsed, 1) if elapsed > 0 else 0.0, stopped_by=stopped_by,
-        error_samples=deliveries.samples, expected_tables=tables,
+        error_samples=deliveries.samples, restarts=restarts.acted, restarts_skipped=restarts.skipped,
+        gaps_injected=gaps, expected_tables=publisher.tables,
     )
     say(f"done ({stopped_by}): sent {total:,} messages in {elapsed:.1f}s ({report.rate:,.0f} msg/s), "
-        f"{deliveries.count} delivery errors, {undelivered} undelivered")
+        f"{deliveries.count} delivery errors, {undelivered} undelivered, {len(restarts.acted)} restarts acted on")
     return report
+
+
+def _batch_size(batch: int, max_messages: int, sent: int, gap_due: int | None) -> int:
+    """Messages in the next batch: ``batch``, cut at ``max_messages`` and at a gap that is still to come."""
+    size = batch if not max_messages else min(batch, max_messages - sent)
+    return min(size, gap_due - sent) if gap_due is not None and gap_due > sent else size
 
 
 @contextmanager
@@ -430,6 +601,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="add the expected final table of every open session to the report")
     add("--progress-interval", type=_type(float, lambda v: v > 0, "must be above zero"),
         default=d.progress_interval, help="seconds between progress lines (default %(default)s)")
+    add("--no-restarts", action="store_false", dest="honour_restarts",
+        help="do not read restart_session commands from the control topic (STREAMWARDEN_CONTROL_TOPIC)")
+    add("--ignore-restarts", action="append", default=None, metavar="SITE",
+        help="a site topic that ignores restart_session commands (repeat it, or give a comma list; drills)")
 
 
 def options_from_args(args: argparse.Namespace) -> ProducerOptions:
@@ -440,5 +615,7 @@ def options_from_args(args: argparse.Namespace) -> ProducerOptions:
         updates_per_session=args.updates_per_session, delete_ratio=args.delete_ratio, rate=args.rate,
         duration=args.duration, max_messages=args.max_messages, seed=args.seed, pad_to=args.pad_to,
         create_topics=args.create_topics, track_expected=args.track_expected, schema=args.schema,
-        progress_interval=args.progress_interval,
+        progress_interval=args.progress_interval, honour_restarts=args.honour_restarts,
+        ignore_restarts=tuple(name.strip() for given in args.ignore_restarts or () for name in given.split(",")
+                              if name.strip()),
     )
