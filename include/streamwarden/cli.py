@@ -37,7 +37,12 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
 def _produce(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.local.producer import options_from_args, run_producer
 
-    report = run_producer(settings, options_from_args(args), progress=lambda line: print(line, flush=True))
+    try:
+        options = options_from_args(args)
+    except ValueError as exc:  # a rule across options (--ignore-restarts naming another topic, a bad --prefix)
+        print(f"streamwarden produce: {exc}", file=sys.stderr)
+        return 2
+    report = run_producer(settings, options, progress=lambda line: print(line, flush=True))
     print(json.dumps(report.to_json(), sort_keys=True), flush=True)
     return 0
 

@@ -373,3 +373,13 @@ def test_restart_arguments() -> None:
         ["--prefix", "x", "--ignore-restarts", "x-1", "--ignore-restarts", "x-0,x-2"]))
     assert options.ignore_restarts == ("x-1", "x-0", "x-2") and options.honour_restarts
     assert not options_from_args(parser.parse_args(["--no-restarts"])).honour_restarts
+
+
+def test_cli_produce_names_an_option_rule_broken_across_options_without_a_traceback() -> None:
+    result = subprocess.run(
+        [REPO_PYTHON, "-m", "streamwarden", "produce", "--prefix", "p", "--sites", "2", "--ignore-restarts", "q-0"],
+        env={**os.environ, "STREAMWARDEN_TOPIC_PATTERN": "p-.*"}, capture_output=True, text=True, timeout=60,
+        check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("streamwarden produce: ignore_restarts names q-0: not among this producer's "
+                                     "topics (p-0, p-1)")
