@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from deltalake import DeltaTable
@@ -594,3 +595,29 @@ def test_kill_9_between_two_tables_then_replay(tmp_path: Path, kill_at: str,
         assert Runs.read(DeltaTable(str(root / name)), partitions_of(RANGES)).index() == as_index(RANGES)
     assert_exactly_once([root / name for name in tables], RANGES)
     assert all(p.fully_committed for p in run_batch(root, tables, RANGES))
+
+
+def test_file_statistics_of_every_column_bound_what_delta_keeps_bounds_of(tmp_path: Path) -> None:
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"offset": pa.array([7, 3, 5], pa.int64()), "key": [b"k", None, b"j"],
+                             "boundary": pa.array([None, None, None], pa.string()), "flag": [True, None, False],
+                             "event_ts": pa.array([BASE + timedelta(microseconds=1500), None, BASE], _TS)}),
+                   path, row_group_size=2)
+    assert statistics.file_statistics(path, None) == {
+        "numRecords": 3,
+        "minValues": {"offset": 3, "flag": False, "event_ts": "2026-11-21T23:00:00.000Z"},
+        "maxValues": {"offset": 7, "flag": True, "event_ts": "2026-11-21T23:00:00.002Z"},  # rounded up
+        "nullCount": {"offset": 0, "key": 1, "boundary": 3, "flag": 1, "event_ts": 1},
+    }  # binary columns and all-null ones: a null count alone
+
+
+def test_a_filter_on_any_column_finds_its_rows_in_a_committed_batch(tmp_path: Path) -> None:
+    sink = sink_of(tmp_path)
+    _, result = commit_batch(sink, RANGES)
+    table = DeltaTable(str(tmp_path / EVENTS))
+    everything = table.to_pyarrow_dataset().to_table()
+    wanted = everything.column("session_id")[0].as_py()
+    expected = pc.sum(pc.equal(everything.column("session_id"), wanted)).as_py()
+    assert 0 < expected < result.rows
+    found = table.to_pyarrow_dataset().to_table(filter=pc.field("session_id") == wanted)
+    assert found.num_rows == expected, "every column has statistics, so delta-rs's dataset prunes no wrong file"

@@ -6,6 +6,7 @@ compaction replaced, or the files of a batch that crashed before its commit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -27,14 +28,37 @@ def read(settings: Settings, name: str, version: int | None = None) -> ds.Datase
     return dataset(location.open(version), location)
 
 
-def dataset(table: DeltaTable, location: TableLocation) -> ds.Dataset:
+def dataset(table: DeltaTable, location: TableLocation, dictionary_columns: Sequence[str] = ()) -> ds.Dataset:
     """The files of ``table``'s version as a pyarrow dataset, with the partition columns.
 
-    The files are read through pyarrow's own filesystem for the table's store (local or object store),
-    rooted at the table; delta-rs's filesystem object can abort the interpreter at exit.
+    Built from the version's add actions, each file known only by its partition values. Not
+    ``DeltaTable.to_pyarrow_dataset``: deltalake 1.6.6 gives every column without min/max statistics the
+    guarantee ``column >= null``, so a filter on such a column (``error_class = 'SEQUENCE_GAP'``, pushed down
+    by DuckDB too) skips every file and finds no row (docs/delta-rs-behaviour.md). The files are read through
+    pyarrow's own filesystem for the table's store (local or object store), rooted at the table; delta-rs's
+    filesystem object can abort the interpreter at exit. ``dictionary_columns`` are read dictionary-encoded.
     """
     store, path = location.filesystem()
-    return table.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(path, store))
+    filesystem = fs.SubTreeFileSystem(path, store)
+    schema = pa.schema(table.schema().to_arrow())
+    partition_columns = list(table.metadata().partition_columns)
+    actions = pa.table(table.get_add_actions(flatten=False))
+    paths = actions.column("path").to_pylist()
+    values = actions.column("partition").to_pylist() if partition_columns else [{}] * len(paths)
+    file_format = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=dictionary_columns))
+    fragments = [file_format.make_fragment(file, filesystem, partition_expression=_partition(schema, given))
+                 for file, given in zip(paths, values, strict=True)]
+    return ds.FileSystemDataset(fragments, schema, file_format, filesystem)
+
+
+def _partition(schema: pa.Schema, values: dict[str, str | None]) -> ds.Expression:
+    """What a file's partition values say of its rows (``column == value``, or null)."""
+    expression = ds.scalar(True)
+    for name, value in values.items():
+        field = ds.field(name)
+        kind = schema.field(name).type
+        expression &= field.is_null() if value is None else field == pa.scalar(value).cast(kind)
+    return expression
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ class DeltaSink:
 
     def _add_action(self, store: fs.FileSystem, table_path: str, info: fs.FileInfo) -> AddAction | None:
         """The action adding the file ``info`` (under ``table_path`` on ``store``), or None for a file without rows."""
-        statistics = file_statistics(info.path, filesystem=store)
+        statistics = file_statistics(info.path, None, store)
         if statistics["numRecords"] == 0:  # e.g. the one file Spark writes for an empty unpartitioned write
             return None
         relative = PurePosixPath(info.path).relative_to(table_path)

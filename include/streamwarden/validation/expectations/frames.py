@@ -20,11 +20,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
-import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
-from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import QUARANTINE
+from streamwarden.tables.reading import dataset
 from streamwarden.validation.coverage import PartitionCoverage
 from streamwarden.validation.snapshot import PinnedTable
 
@@ -33,12 +32,8 @@ def rows_frame(table: PinnedTable, columns: Sequence[str]) -> pd.DataFrame:
     """The rows of the pinned version, ``columns`` only; strings read as Parquet stores them, dictionary-encoded,
     so they become categories without being decoded (1.5 s instead of 5 s for 10M rows)."""
     strings = [f.name for f in table.dataset().schema if f.name in columns and _is_string(f.type)]
-    store, path = table.location.filesystem()
     with table.location.reaching():
-        files = table.table.to_pyarrow_dataset(
-            filesystem=fs.SubTreeFileSystem(path, store),
-            parquet_read_options=ds.ParquetReadOptions(dictionary_columns=strings))
-        data = files.to_table(columns=list(columns))
+        data = dataset(table.table, table.location, strings).to_table(columns=list(columns))
     frame: pd.DataFrame = data.to_pandas(strings_to_categorical=True)
     return frame
 
