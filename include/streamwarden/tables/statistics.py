@@ -2,8 +2,8 @@
 
 The stream's sink writes them into each add action (``numRecords``, min/max and null counts of every column
 the footer bounds: readers that prune files by statistics, delta-rs's pyarrow dataset among them, need
-bounds for each column they filter on); maintenance reads them back to check a file against its log entry, and writes them again when
-it reverts a compaction.
+bounds for each column they filter on); maintenance reads them back to check a file against its log
+entry, and writes them again when it reverts a compaction.
 """
 
 from __future__ import annotations
