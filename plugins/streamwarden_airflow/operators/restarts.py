@@ -1,0 +1,132 @@
+"""The steps of ``restart_sessions`` as operators: check the Params, plan, send the commands, report and alert.
+
+The work is done by :mod:`streamwarden.restarts.steps`; these read the run's Params and the previous step's
+XCom, call the step and push its result. A step that fails pushes its failure document
+(:data:`~streamwarden_airflow.operators.failing.FAILURE_KEY`) so that ``report_and_alert`` alerts with the
+class, the evidence and the next action. The waiting is done by
+:class:`~streamwarden_airflow.sensors.restarts.NewSessionsSensor`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
+
+from streamwarden.restarts import steps
+from streamwarden.restarts.alerting import exposure_alert, unanswered_alert
+from streamwarden.restarts.plan import RestartPlan
+from streamwarden.restarts.request import RestartRequest, request_from_params
+from streamwarden.warden.alerts import Alert, alerts_path, already_sent, step_failed_alert
+from streamwarden_airflow.hooks.tables import DeltaTablesHook
+from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
+
+log = logging.getLogger("streamwarden.restarts")
+_ERROR_ACTIONS = {
+    "CONFIG": ("Fix the Param or setting named in the message (STREAMWARDEN_SESSION_RESTART_* on the workers), "
+               "then trigger restart_sessions again; no command was sent."),
+    "ENVIRONMENT": ("The broker or storage could not be reached: check them, then trigger restart_sessions again "
+                    "(commands already delivered are acted on once: sites answer each request id once)."),
+}
+
+
+def _source(context: Context) -> str:
+    run = context.get("dag_run")
+    return f"{run.dag_id}/{run.run_id}" if run is not None else ""
+
+
+class CheckRestartParamsOperator(BaseOperator):
+    """Checks the run's Params (sites or pattern, reason, jitter, deadline) and the restart settings; pushes
+    the checked request. A bad one fails here, naming it; nothing is sent."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            hook = DeltaTablesHook()
+            request = request_from_params(context.get("params") or {}, hook.settings, hook.restarts)
+            log.info("restarting %s: %r; spread over %.0f s, %.0f s to answer each", request.describe(),
+                     request.reason, request.jitter, request.deadline)
+            return request.to_json()
+        return run_step(context, work)
+
+
+class PlanRestartsOperator(BaseOperator):
+    """Finds the targeted sites on the broker and gives each a turn and a deadline; logs the plan as a table
+    and pushes it.
+
+    :param params_task_id: the :class:`CheckRestartParamsOperator` task
+    """
+
+    def __init__(self, *, params_task_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.params_task_id = params_task_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        request = RestartRequest.from_json(context["ti"].xcom_pull(task_ids=self.params_task_id))
+        hook = DeltaTablesHook()
+        run = context.get("dag_run")
+        run_key = run.run_id if run is not None else "manual"
+        return run_step(context, lambda: steps.plan(hook.settings, request, run_key=run_key).to_json())
+
+
+class SendRestartCommandsOperator(BaseOperator):
+    """Publishes the plan's ``restart_session`` commands on the control topic; fails unless all are delivered.
+
+    :param plan_task_id: the :class:`PlanRestartsOperator` task
+    """
+
+    def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Context) -> None:
+        plan = RestartPlan.from_json(context["ti"].xcom_pull(task_ids=self.plan_task_id))
+        hook = DeltaTablesHook()
+        run_step(context, lambda: steps.send(hook.settings, plan))
+
+
+class RestartReportOperator(BaseOperator):
+    """Runs whatever happened: reports every site's answer, exposure and loss (a table in the log, a file);
+    alerts on sites that opened no new session by their deadline and on sites exposed beyond the limit, or on
+    a failed step; fails the run then.
+
+    :param step_ids: the tasks whose failure documents it reports, in order
+    :param plan_task_id: the :class:`PlanRestartsOperator` task
+    """
+
+    def __init__(self, *, step_ids: list[str], plan_task_id: str, **kwargs: Any) -> None:
+        super().__init__(trigger_rule="all_done", **kwargs)
+        self.step_ids = step_ids
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ti = context["ti"]
+        hook = DeltaTablesHook()
+        source = _source(context)
+        for task in self.step_ids:
+            failure = ti.xcom_pull(task_ids=task, key=FAILURE_KEY)
+            if failure:
+                hook.send_alert(step_failed_alert("restart_sessions", "RESTART_ERROR", failure, source=source,
+                                                  task=task, actions=_ERROR_ACTIONS, default_action=(
+                                                      "Read the task log and the failure document, fix the cause, "
+                                                      "then trigger restart_sessions again.")))
+                raise AirflowFailException(f"{task} failed ({failure['failure_class']}); alert sent")
+        planned = ti.xcom_pull(task_ids=self.plan_task_id)
+        if planned is None:
+            raise AirflowFailException(f"{self.plan_task_id} left no plan (see its log)")
+        report, path = steps.report(hook.settings, hook.restarts, RestartPlan.from_json(planned))
+        alerts: list[Alert] = []
+        if report.unanswered():
+            alerts.append(unanswered_alert(report, source=source, report_path=str(path)))
+        if report.overexposed() and report.exposure_limit is not None:
+            alerts.append(exposure_alert(report.overexposed(), limit=report.exposure_limit, now=report.checked_at,
+                                         source=source, report_path=str(path)))
+        for alert in alerts:
+            if alert.key is not None and already_sent(alerts_path(hook.settings), alert.key):
+                log.warning("alerted before (key %s): %s", alert.key, alert.summary)
+            else:
+                hook.send_alert(alert)
+        if alerts:
+            raise AirflowFailException("; ".join(a.summary for a in alerts) + f"; report {path}")
+        return report.summary(path)

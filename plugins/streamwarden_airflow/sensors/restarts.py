@@ -1,0 +1,35 @@
+"""The sensor of session restarts, in reschedule mode: between pokes no worker slot is held."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+
+from streamwarden.restarts import steps
+from streamwarden.restarts.plan import RestartPlan
+from streamwarden_airflow.hooks.tables import DeltaTablesHook
+
+
+class NewSessionsSensor(BaseSensorOperator):
+    """Waits until every targeted site's new session is in ``session_rows`` or the last deadline passed;
+    returns the request ids answered. Each poke logs who answered and who is awaited.
+
+    :param plan_task_id: the task that pushed the :class:`~streamwarden.restarts.plan.RestartPlan`
+    """
+
+    def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.plan_task_id = plan_task_id
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        plan = RestartPlan.from_json(context["ti"].xcom_pull(task_ids=self.plan_task_id))
+        answers = steps.look(DeltaTablesHook().settings, plan)
+        now = datetime.now(UTC)
+        waiting = [t for t in plan.turns if t.request_id not in answers]
+        self.log.info("%d/%d sites opened a new session; awaited: %s", len(answers), len(plan.turns),
+                      ", ".join(f"{t.site} (until {t.deadline:%H:%M:%S})" for t in waiting[:10]) or "none")
+        done = not waiting or now >= plan.deadline
+        return PokeReturnValue(done, sorted(answers) if done else None)
