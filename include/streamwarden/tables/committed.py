@@ -10,8 +10,9 @@ offsets of the partition is a third::
     streamwarden:<topic>:<partition>:commits   -> how many commits recorded offsets of the partition
 
 A commit that continues a run raises its ``end``; one that starts elsewhere (a fresh checkpoint at
-``latest``, a restart from explicit offsets) opens run ``k + 1``. Versions only ever grow, and runs may
-overlap or touch (their union is what counts). Normally a partition has a single run.
+``latest``, a restart from explicit offsets) opens run ``k + 1``. Versions only grow, except in the one
+commit that restores a table to an earlier version (:func:`rewind`, :mod:`.restore`), and runs may overlap
+or touch (their union is what counts). Normally a partition has a single run.
 
 Every commit raises the counter of each topic-partition it records offsets of. delta-rs fails a commit
 (``CommitFailedError``) when a transaction with one of its app ids landed after the snapshot it was built
@@ -119,6 +120,28 @@ class Runs:
                     counted = self.commits[(topic, partition)] = self.commits.get((topic, partition), 0) + 1
                     transactions[commits_id(topic, partition)] = counted
         return [Transaction(app, version) for app, version in transactions.items()]
+
+
+def rewind(now: Runs, then: Runs) -> list[Transaction]:
+    """The transactions that make the log hold ``then``'s runs again (read at the version a table is restored
+    to) where it holds ``now``'s (the newest), to travel in the restore commit.
+
+    Each run goes back to its bounds in ``then``; a run opened since becomes empty at its start (readers drop
+    empty runs; :meth:`Runs.extend` finds the runs it continues by their ``end``). Each partition's commit
+    counter is raised, never lowered, so that a writer that read the table before the restore still collides
+    with it. delta-rs keeps the newest transaction of an app id whatever its version.
+    """
+    transactions: list[Transaction] = []
+    for (topic, partition), runs in sorted(now.by_partition.items()):
+        before = then.by_partition.get((topic, partition), [])
+        moved = [(run, before[run] if run < len(before) else (start, start))
+                 for run, (start, end) in enumerate(runs) if run >= len(before) or before[run] != (start, end)]
+        for run, (start, end) in moved:
+            transactions += [Transaction(app_id(topic, partition, run, "start"), start),
+                             Transaction(app_id(topic, partition, run, "end"), end)]
+        if moved:
+            transactions.append(Transaction(commits_id(topic, partition), now.commits.get((topic, partition), 0) + 1))
+    return transactions
 
 
 def partitions_of(ranges: OffsetRanges) -> list[TopicPartition]:

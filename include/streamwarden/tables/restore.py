@@ -1,0 +1,121 @@
+"""Restoring a table to an earlier version together with the offsets it claims: what recovery rolls back.
+
+A Delta ``restore`` alone brings back the files of version V but not the offsets the table claims: app
+transactions keep their newest values, so a stream replaying from V's offsets would find them committed and
+skip them, and their rows would be lost without a word (docs/delta-rs-behaviour.md). Here one commit does
+both, so a kill -9 leaves the table either untouched or restored:
+
+1. every topic-partition whose claims moved after V is found in the commit infos since V (each of the
+   stream's commits names its offset ranges, each restore its partitions); a log cleaned up past V is
+   refused, since a partition could be missed;
+2. a commit of the same recovery (``streamwarden.recovery``) already in the history since V means it is
+   done: a re-run after a kill -9 changes nothing and reports it;
+3. V is restored with the transactions of :func:`~streamwarden.tables.committed.rewind` and the recovery
+   id in one commit;
+4. the result is checked before it is reported: the new version holds V's files and V's claims.
+
+Example::
+
+    >>> restored = restore_table(TableLocation.of(settings, "session_rows"), 41, "recovery-20261124T1200")
+    >>> restored.undone   # offsets no longer claimed, per topic and partition
+    {'sites-0': {0: [(1200, 1450)]}}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from deltalake import CommitProperties, DeltaTable
+
+from streamwarden.failures import ConfigError, IntegrityError
+from streamwarden.stream.sink.ranges import IntervalIndex, subtract_interval
+from streamwarden.tables.committed import Runs, TopicPartition, rewind
+from streamwarden.tables.location import TableLocation
+
+RECOVERY_KEY = "streamwarden.recovery"
+PARTITIONS_KEY = "streamwarden.partitions"
+RANGES_KEY = "streamwarden.ranges"
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A table restored to ``target`` by the commit at ``version`` (``already``: by an earlier run)."""
+
+    table: str
+    target: int
+    version: int
+    undone: IntervalIndex
+    already: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "target": self.target, "version": self.version, "already": self.already,
+                "undone": {t: {str(p): [list(i) for i in ivs] for p, ivs in parts.items()}
+                           for t, parts in self.undone.items()}}
+
+
+def changes_since(table: DeltaTable, target: int, recovery: str) -> tuple[list[TopicPartition], int | None]:
+    """Steps 1 and 2: the topic-partitions whose claims the commits after ``target`` moved, and the version of
+    ``recovery``'s restore commit among them (None when it has not committed)."""
+    newest = table.version()
+    history = table.history(newest - target) if newest > target else []
+    if {entry["version"] for entry in history} != set(range(target + 1, newest + 1)):
+        raise ConfigError(f"table at {table.table_uri}: the commits after version {target} are no longer all in "
+                          f"its log (cleaned up); it cannot be restored there with its offsets",
+                          details={"target": target, "newest": newest})
+    partitions: set[TopicPartition] = set()
+    done: int | None = None
+    for entry in history:
+        if RANGES_KEY in entry:
+            partitions |= {(topic, int(p)) for topic, parts in json.loads(entry[RANGES_KEY]).items() for p in parts}
+        if PARTITIONS_KEY in entry:
+            partitions |= {(topic, int(p)) for topic, p in json.loads(entry[PARTITIONS_KEY])}
+        if entry.get(RECOVERY_KEY) == recovery:
+            done = int(entry["version"])
+    return sorted(partitions), done
+
+
+def undone_offsets(now: Runs, then: Runs) -> IntervalIndex:
+    """The offsets ``now`` claims that ``then`` does not, per topic and partition."""
+    undone: IntervalIndex = {}
+    held = then.index()
+    for topic, parts in now.index().items():
+        for partition, intervals in parts.items():
+            lost = [piece for interval in intervals
+                    for piece in subtract_interval(interval, held.get(topic, {}).get(partition, []))]
+            if lost:
+                undone.setdefault(topic, {})[partition] = lost
+    return undone
+
+
+def restore_table(location: TableLocation, target: int, recovery: str) -> Restored:
+    """Steps 1-4 on one table: restore ``target`` with its claims, as recovery ``recovery``."""
+    with location.reaching():
+        table = location.open()
+        partitions, done = changes_since(table, target, recovery)
+        then = Runs.read(location.open(target), partitions)
+        if done is not None:  # a re-run: what the restore commit undid, from the version before it
+            return Restored(location.name, target, done,
+                            undone_offsets(Runs.read(location.open(done - 1), partitions), then), already=True)
+        now = Runs.read(table, partitions)
+        table.restore(target, commit_properties=CommitProperties(
+            app_transactions=rewind(now, then),
+            custom_metadata={RECOVERY_KEY: recovery, PARTITIONS_KEY: json.dumps([list(tp) for tp in partitions])}))
+        restored = location.open()
+        _check(location, restored, target, partitions, then)
+    return Restored(location.name, target, restored.version(), undone_offsets(now, then), already=False)
+
+
+def _check(location: TableLocation, restored: DeltaTable, target: int, partitions: list[TopicPartition],
+           then: Runs) -> None:
+    """Step 4: the restored version holds the target's files and claims; INTEGRITY otherwise."""
+    wanted = set(location.open(target).file_uris())
+    if set(restored.file_uris()) != wanted:
+        raise IntegrityError(f"table {location.name}: version {restored.version()} was to restore version {target} "
+                             "but holds other files", details={"table": location.name, "target": target})
+    claims = Runs.read(restored, partitions)
+    if claims.index() != then.index():
+        raise IntegrityError(f"table {location.name}: version {restored.version()} claims offsets "
+                             f"{claims.index()} where version {target} claims {then.index()}",
+                             details={"table": location.name, "target": target})
