@@ -2,9 +2,9 @@
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
 - ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
-  ``control/``, ``restarts/`` and the shared top-level modules import no pyspark: the Airflow workers and
-  ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain and validate the
-  tables, or to ask the sites for new sessions;
+  ``control/``, ``restarts/``, ``recovery/`` and the shared top-level modules import no pyspark: the Airflow
+  workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
+  validate and recover the tables, or to ask the sites for new sessions;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
 - the Airflow plugins and DAG files import no pyspark.
 
@@ -43,7 +43,7 @@ RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka",
           "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.control",
-          "streamwarden.restarts"), ("pyspark",),
+          "streamwarden.restarts", "streamwarden.recovery"), ("pyspark",),
          "the warden side runs without Spark",
          modules=SHARED),
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),

@@ -1,0 +1,233 @@
+"""The blast radius of a recovery, before anything changes: what is undone, replayed and lost for good.
+
+1. **target versions**: each table's version to restore (the last validated ones, the given ones, or the
+   newest committed by a time); none for an ``offsets`` target, which leaves the tables as they are;
+2. **undone**: per table, the versions and rows (net, from the log's row counts) between the target and the
+   newest version, and the offsets it will no longer claim (:func:`~streamwarden.tables.restore.undone_offsets`);
+3. **resume**: per topic-partition on the broker, the offset the new checkpoint starts from: the end of what
+   every table claims at the target (the smallest over the tables: each skips what it already holds), the
+   given offset, or the log start for a partition no table holds;
+4. **replayed and lost**: from the broker's watermarks, the offsets replayed (resume to log end) and those
+   lost for good: below the log start (Kafka deleted them), or skipped forward by an ``offsets`` target;
+5. **time**: the replay at the stream's measured rate (its last heartbeat), or unknown.
+
+A version that does not exist, and an offset beyond a partition's log end, are refused (CONFIG) by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+from deltalake import DeltaTable
+
+from streamwarden.failures import ConfigError
+from streamwarden.kafka.admin import TopicPartitionId, fetch_high_watermarks, list_partitions, metadata_consumer
+from streamwarden.recovery.request import RecoveryRequest, Target
+from streamwarden.runfiles.heartbeat import read_heartbeat
+from streamwarden.settings import Settings
+from streamwarden.stream.sink.ranges import IntervalIndex
+from streamwarden.tables.committed import Runs, TopicPartition
+from streamwarden.tables.location import TableLocation, pipeline_tables
+from streamwarden.tables.restore import undone_offsets
+from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.validation.snapshot import pin
+
+
+@dataclass(frozen=True)
+class TableUndo:
+    """One table's part: from its newest version back to the target."""
+
+    table: str
+    newest: int
+    target: int
+    rows_now: int
+    rows_target: int
+    undone: IntervalIndex
+
+    @property
+    def rows_undone(self) -> int:
+        return self.rows_now - self.rows_target
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "newest": self.newest, "target": self.target, "rows_now": self.rows_now,
+                "rows_target": self.rows_target,
+                "undone": {t: {str(p): [list(i) for i in ivs] for p, ivs in parts.items()}
+                           for t, parts in self.undone.items()}}
+
+
+@dataclass(frozen=True)
+class PartitionResume:
+    """One topic-partition's part: where the new checkpoint starts, what Kafka holds, what is lost."""
+
+    topic: str
+    partition: int
+    resume: int  # the first offset the new checkpoint reads
+    log_start: int
+    log_end: int
+    lost: int  # offsets gone for good: below the log start, or skipped forward
+
+    @property
+    def replayed(self) -> int:
+        return max(0, self.log_end - max(self.resume, self.log_start))
+
+
+@dataclass(frozen=True)
+class RecoveryPlan:
+    """What a recovery will do, as shown before the approval (and re-checked after the stream stopped)."""
+
+    recovery_id: str
+    created_at: datetime
+    request: RecoveryRequest
+    tables: tuple[TableUndo, ...]
+    partitions: tuple[PartitionResume, ...]
+    rate: float | None  # records per second the replay is estimated at
+    rate_source: str
+
+    @property
+    def replayed(self) -> int:
+        return sum(p.replayed for p in self.partitions)
+
+    @property
+    def lost(self) -> int:
+        return sum(p.lost for p in self.partitions)
+
+    @property
+    def estimated_s(self) -> float | None:
+        return None if not self.rate else self.replayed / self.rate
+
+    def resume_offsets(self) -> dict[str, dict[str, int]]:
+        """The new checkpoint's starting offsets, as the source's offset document holds them."""
+        offsets: dict[str, dict[str, int]] = {}
+        for p in self.partitions:
+            offsets.setdefault(p.topic, {})[str(p.partition)] = max(p.resume, p.log_start)
+        return offsets
+
+    def text(self) -> str:
+        """The plan as Markdown tables, for the task log and the approval request."""
+        lines = [f"**Recovery {self.recovery_id}** to {self.request.describe()}"
+                 f"{f' ({self.request.reason})' if self.request.reason else ''}", "",
+                 "| table | newest | restore to | versions undone | rows undone |",
+                 "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {t.table} | {t.newest} | {t.target} | {t.newest - t.target} | {t.rows_undone:,} |"
+                  for t in self.tables] or ["| (tables left as they are) | | | | |"]
+        lines += ["", "| topic | partition | resume at | log start | log end | replayed | lost for good |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {p.topic} | {p.partition} | {p.resume:,} | {p.log_start:,} | {p.log_end:,} | {p.replayed:,} | "
+                  f"{p.lost:,} |" for p in self.partitions]
+        estimate = "unknown" if self.estimated_s is None else f"{self.estimated_s:,.0f} s"
+        lines += ["", f"{self.replayed:,} records replayed, about {estimate} at {self.rate_source}; "
+                      f"**{self.lost:,} records lost for good**."]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recovery_id": self.recovery_id, "created_at": self.created_at.isoformat(),
+                "request": self.request.to_json(), "tables": [t.to_json() for t in self.tables],
+                "partitions": [asdict(p) for p in self.partitions], "rate": self.rate,
+                "rate_source": self.rate_source, "replayed": self.replayed, "lost": self.lost,
+                "estimated_s": self.estimated_s}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> RecoveryPlan:
+        tables = tuple(TableUndo(t["table"], t["newest"], t["target"], t["rows_now"], t["rows_target"],
+                                 {topic: {int(p): [(s, e) for s, e in ivs] for p, ivs in parts.items()}
+                                  for topic, parts in t["undone"].items()}) for t in document["tables"])
+        return cls(document["recovery_id"], datetime.fromisoformat(document["created_at"]),
+                   RecoveryRequest.from_json(document["request"]), tables,
+                   tuple(PartitionResume(**p) for p in document["partitions"]), document["rate"],
+                   document["rate_source"])
+
+
+def target_versions(settings: Settings, request: RecoveryRequest) -> dict[str, int]:
+    """Step 1: each table's version to restore (none for an ``offsets`` target)."""
+    names = pipeline_tables(settings)
+    if request.target is Target.OFFSETS:
+        return {}
+    if request.target is Target.LAST_VALIDATED:
+        document = last_validated(validation_folder(settings.root("run"))) or {"tables": {}}
+        versions = {name: int(entry["version"]) for name, entry in document["tables"].items() if name in names}
+        missing = [name for name in names if name not in versions and TableLocation.of(settings, name).exists()]
+        if missing:
+            raise ConfigError(f"no validated version of {', '.join(missing)} yet (no validate_output run passed); "
+                              "give target versions or as_of instead")
+        return versions
+    pinned = pin(settings, names, request.versions or None, request.as_of)
+    return {table.name: table.version for table in pinned}
+
+
+def _rows(table: DeltaTable) -> int:
+    actions = pa.table(table.get_add_actions(flatten=False))
+    return int(sum(n or 0 for n in actions.column("num_records").to_pylist()))
+
+
+def undo(settings: Settings, versions: Mapping[str, int], partitions: list[TopicPartition]) -> list[TableUndo]:
+    """Step 2: per table, the versions, rows and offsets between its newest version and the target."""
+    undone = []
+    for name, version in sorted(versions.items()):
+        location = TableLocation.of(settings, name)
+        with location.reaching():
+            newest, then = location.open(), location.open(version)
+            undone.append(TableUndo(name, newest.version(), version, _rows(newest), _rows(then),
+                                    undone_offsets(Runs.read(newest, partitions), Runs.read(then, partitions))))
+    return undone
+
+
+def make_plan(settings: Settings, request: RecoveryRequest, *, recovery_id: str, now: datetime,
+              timeout: float = 10.0) -> RecoveryPlan:
+    """Steps 1-5: the plan of ``request`` against the tables and the broker as they are now."""
+    versions = target_versions(settings, request)
+    consumer = metadata_consumer(settings.kafka_client_config())
+    try:
+        on_broker = list_partitions(consumer, settings.topic_pattern, timeout)
+        marks = fetch_high_watermarks(consumer, on_broker, timeout)
+    finally:
+        consumer.close()
+    partitions = [(tp.topic, tp.partition) for tp in on_broker]
+    _refuse_unknown(request, set(partitions))
+    tables = undo(settings, versions, partitions)
+    claims = {name: Runs.read(TableLocation.of(settings, name).open(version), partitions).index()
+              for name, version in versions.items()}
+    now_claims = {name: Runs.read(TableLocation.of(settings, name).open(), partitions).index()
+                  for name in pipeline_tables(settings) if TableLocation.of(settings, name).exists()}
+    resumes = []
+    for topic, partition in partitions:
+        low, high = marks[TopicPartitionId(topic, partition)]
+        held = _claim_end(now_claims, topic, partition)
+        if request.target is Target.OFFSETS:
+            resume = request.offsets.get(topic, {}).get(partition, held if held is not None else low)
+            if resume > high:
+                raise ConfigError(f"Param offsets: {topic}[{partition}]@{resume} is past the partition's log end "
+                                  f"{high}")
+            lost = max(0, resume - max(held or low, low)) + max(0, low - resume)
+        else:
+            end = _claim_end(claims, topic, partition)
+            resume = end if end is not None else low
+            lost = max(0, low - resume)
+        resumes.append(PartitionResume(topic, partition, resume, low, high, lost))
+    rate, source = _rate(settings)
+    return RecoveryPlan(recovery_id, now, request, tuple(tables), tuple(resumes), rate, source)
+
+
+def _claim_end(claims: Mapping[str, IntervalIndex], topic: str, partition: int) -> int | None:
+    """The smallest over the tables of the end of what each claims of the partition (None: no table does)."""
+    ends = [intervals[-1][1] for index in claims.values() if (intervals := index.get(topic, {}).get(partition))]
+    return min(ends) if ends else None
+
+
+def _refuse_unknown(request: RecoveryRequest, known: set[TopicPartition]) -> None:
+    unknown = sorted((t, p) for t, parts in request.offsets.items() for p in parts if (t, p) not in known)
+    if unknown:
+        raise ConfigError("Param offsets: no partition " + ", ".join(f"{t}[{p}]" for t, p in unknown)
+                          + " on the broker", details={"unknown": [list(tp) for tp in unknown]})
+
+
+def _rate(settings: Settings) -> tuple[float | None, str]:
+    beat = read_heartbeat(settings.heartbeat_path)
+    if beat is not None and beat.processed_rows_per_second > 0:
+        return beat.processed_rows_per_second, (f"the stream's last measured rate "
+                                                f"({beat.processed_rows_per_second:,.0f} records/s, batch "
+                                                f"{beat.batch_id})")
+    return None, "no measured rate (no heartbeat with progress)"
