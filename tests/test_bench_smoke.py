@@ -1,15 +1,20 @@
 """A tiny run of the benchmark harness (baseline and Streamwarden only): it runs, writes its results, verifies.
 
+The session restarts benchmark runs too, on 3 sites: its figures must add up (every batch counted once,
+every site answered in both restarts, every row committed accounted for), whatever the durations.
+
 The benchmarks themselves are not tests (``make bench``); this only keeps the harness working.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,11 +28,14 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "streamwarden_bench", "--messages", "3000", "--sessions", "12", "--rows", "10",
                "--updates-per-session", "50", "--trigger", "1s", "--no-quix", "--skip-latency", "--skip-scaling",
                "--compaction-files", "40", "--vacuum-files", "100", "--validation-rows", "30000",
+               "--restart-sites", "3", "--restart-sessions", "2", "--restart-rows", "5", "--restart-rate", "30",
+               "--restart-jitter", "3s", "--restart-settle", "5", "--restart-baseline", "5",
                "--results-dir", str(tmp_path / "results"), "--work-dir", str(tmp_path / "work")]
-    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
     (document,) = (tmp_path / "results").glob("*.json")
+    assert document.with_name(f"{document.stem}-restarts.png").stat().st_size > 0
     assert document.with_suffix(".png").stat().st_size > 0 and document.with_suffix(".md").exists()
     results = json.loads(document.read_text())
     assert results["verified"] is True and results["scaling"] == []
@@ -49,3 +57,28 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     validation = results["validation"]
     assert validation["session_rows"] >= 29_000 and validation["passed"] is True  # whole snapshots: about 30k
     assert validation["ratio_to_goal"] > 0 and validation["expectations"] > 0
+    check_restarts(results["restarts"])
+
+
+def check_restarts(r: dict[str, Any]) -> None:
+    """The restart benchmark's figures are consistent: no batch missed or counted twice, every site answered."""
+    assert "error" not in r, r.get("trace")
+    assert r["verification"]["ok"] is True, r["verification"]
+    batches = r["batches"]
+    assert [b["batch_id"] for b in batches] == list(range(len(batches))) and r["missed_batches"] == []
+    assert sum(b["session_rows"] for b in batches) == r["verification"]["rows"]  # every committed row in a batch
+    phases = {p["name"]: p for p in r["phases"]}
+    assert list(phases) == ["baseline", "jittered", "between", "at_once"]
+    ordered = list(phases.values())  # consecutive batches: none left out between the phases, none in two
+    assert all(p["batches"] >= 1 and p["last_batch"] - p["first_batch"] + 1 == p["batches"] for p in ordered)
+    assert all(a["last_batch"] + 1 == b["first_batch"] for a, b in itertools.pairwise(ordered))
+    for name, jitter in (("jittered", 3.0), ("at_once", 0.0)):
+        p = phases[name]
+        assert p["jitter_s"] == jitter and p["answered"] == p["sites"] == 3 == p["producer_restarts"], p
+        assert p["sessions_opened"] == 3 * 2
+        assert p["all_answered_s"] >= jitter * 2 / 3 and p["after_last_turn_s"] >= 0  # no answer before its turn
+        assert p["max_x_trigger"] == round(p["max_s"] / r["trigger_s"], 3)
+        assert p["max_within_3x_trigger"] == (p["max_s"] <= 3 * r["trigger_s"])
+        assert p["max_x_baseline"] == round(p["max_s"] / phases["baseline"]["max_s"], 3)
+    assert r["verdict_jittered_max_within_3x_trigger"] == phases["jittered"]["max_within_3x_trigger"]
+    assert r["producer"]["restarts"] == 2 * 3

@@ -27,10 +27,12 @@ import confluent_kafka
 import pyspark
 
 from streamwarden.local.broker import LocalBroker
+from streamwarden.settings import parse_duration
 
 from .compaction import run_compaction_bench
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
-from .report import chart, markdown, rate, ratios
+from .report import chart, markdown, rate, ratios, restart_brief, restart_chart
+from .restarts import RestartBenchSpec, run_restart_bench
 from .sinks import alternate, run_ref, summary
 from .source import Checkout, checkout, state
 from .stream import run_latency_and_restart, run_throughput
@@ -41,6 +43,14 @@ from .workload import Workload, WorkloadSpec, generate
 
 def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
+
+
+def _seconds(text: str) -> float:
+    """A duration (``300``, ``5m``, ``0``) in seconds."""
+    try:
+        return 0.0 if text.strip() in ("0", "0s") else parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
     add("--skip-validation", action="store_true", help="no validation benchmark (reconciliation and GX checks)")
     add("--validation-rows", type=int, default=10_000_000,
         help="rows of the session_rows table validated (default %(default)s; goal: 20 s for 10M on 2 cores)")
+    add("--skip-restarts", action="store_true",
+        help="no session restarts benchmark (batch durations while every site restarts, jittered and at once)")
+    add("--restart-sites", type=int, default=50, help="site topics restarted (default %(default)s)")
+    add("--restart-partitions", type=int, default=1, help="partitions per site topic (default %(default)s)")
+    add("--restart-sessions", type=int, default=10, help="sessions open per site (default %(default)s)")
+    add("--restart-rows", type=int, default=200, help="rows per snapshot of the sites (default %(default)s)")
+    add("--restart-rate", type=float, default=250.0,
+        help="messages/s over all sites, updates between the snapshots (default %(default)s)")
+    add("--restart-jitter", type=_seconds, default=None,
+        help="window the jittered restart spreads the sites over (default: 300 s, the schedule's default, or one "
+             "--trigger per site when that is longer)")
+    add("--restart-settle", type=float, default=60.0,
+        help="seconds the stream settles after its start and after the jittered restart (default %(default)s)")
+    add("--restart-baseline", type=float, default=60.0,
+        help="seconds of steady traffic measured before the restarts (default %(default)s)")
     add("--timeout", type=float, default=3600.0, help="seconds any one engine may take")
     add("--results-dir", type=Path, default=BENCH / "results")
     add("--work-dir", type=Path, default=None, help="scratch folder (default: a temporary one, removed)")
@@ -154,6 +179,19 @@ class Bench:
                                      trigger=a.trigger, timeout=a.timeout),
         }, a.sink_repeats, self.say)
 
+    def restarts(self) -> dict[str, Any]:
+        """The session restarts benchmark on its own sites and stream; a failure is recorded, not raised."""
+        a = self.args
+        spec = RestartBenchSpec(sites=a.restart_sites, partitions=a.restart_partitions,
+                                sessions_per_site=a.restart_sessions, rows_per_snapshot=a.restart_rows,
+                                rate=a.restart_rate, trigger=a.trigger, jitter=a.restart_jitter,
+                                settle_s=a.restart_settle, baseline_s=a.restart_baseline, seed=a.seed,
+                                timeout=a.timeout)
+        try:
+            return run_restart_bench(spec, self.bootstrap, self.work / "restarts", self.say).to_json()
+        except Exception as exc:  # recorded; the run's other results stand
+            return {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
+
     def max_offsets(self, workload: Workload) -> int:
         """The batch size cap: at most a quarter of the workload, so that >= 3 batches follow the first."""
         cap: int = self.args.max_offsets_per_trigger
@@ -212,6 +250,7 @@ def all_verified(results: dict[str, Any]) -> bool:
     cases = [results["main"], *results.get("scaling", [])]
     ran = [c[e] for c in cases for e in ("baseline", "streamwarden", "quix") if e in c and "skipped" not in c[e]]
     ran += [r for c in cases for r in c.get("sinks", {}).get("runs", [])]
+    ran += [results["restarts"]] if "restarts" in results else []
     return all(r.get("verification", {}).get("ok") for r in ran)
 
 
@@ -245,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         stem.with_suffix(".json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
         stem.with_suffix(".md").write_text(markdown(results))
         chart(results, stem.with_suffix(".png"))
+        if "phases" in results.get("restarts", {}):
+            restart_chart(results["restarts"], stem.parent / f"{stem.name}-restarts.png")
 
     try:
         with LocalBroker(log_path=work / "tansu.log") as broker:
@@ -267,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"validation: {figures['validate_s']} s in all ({figures['ratio_to_goal']} of the "
                     f"{figures['goal_s']:g} s goal): reconciliation {figures['reconciliation_s']} s, expectations "
                     f"{figures['expectations_s']} s, GX import {figures['gx_import_s']} s; passed={figures['passed']}")
+                save()
+            if not args.skip_restarts:
+                results["restarts"] = bench.restarts()
+                say(f"restarts: {restart_brief(results['restarts'])}")
                 save()
             for case in [] if args.skip_scaling else bench.scaling():
                 results["scaling"].append(case)

@@ -63,6 +63,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", *sink_lines(main["sinks"], base)]
     if "compaction" in results:
         lines += ["", *compaction_lines(results["compaction"])]
+    if "restarts" in results:
+        lines += ["", *restart_lines(results["restarts"])]
     if results.get("scaling"):
         lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
                   "| RSS MiB baseline / streamwarden / quix |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -89,6 +91,58 @@ def compaction_lines(c: dict[str, Any]) -> list[str]:
             f"| {c['ratio_with_proof']} |", "",
             f"Vacuum of {c['vacuum_files']:,} unreferenced files: {c['vacuum_deleted']:,} deleted in "
             f"{c['vacuum_s']} s."]
+
+
+_PHASE_NAMES = {"baseline": "steady (no restart)", "jittered": "restart, jittered",
+                "between": "steady, between the restarts", "at_once": "restart, all at once"}
+
+
+def restart_brief(r: dict[str, Any]) -> str:
+    """One line on the session restarts benchmark, for the progress output."""
+    if "error" in r:
+        return f"ERROR {r['error']}"
+    return "; ".join(f"{p['name']} max {p['max_s']} s ({p['max_x_trigger']}x trigger)" for p in r["phases"]) + (
+        f"; jittered within 3x trigger: {r['verdict_jittered_max_within_3x_trigger']}; "
+        f"verified={r['verification']['ok']} {r['verification']['problems'] or ''}")
+
+
+def _answered_after(phase: dict[str, Any]) -> str:
+    """Seconds from the plan to the last answer, and from the last site's turn, of a restart phase."""
+    if phase["all_answered_s"] is None:
+        return "-"
+    return f"{phase['all_answered_s']} ({phase['after_last_turn_s']})"
+
+
+def restart_lines(r: dict[str, Any]) -> list[str]:
+    """The session restarts benchmark: per phase the batch durations against the trigger and the baseline."""
+    if "error" in r:
+        return [f"Session restarts: ERROR {r['error']}"]
+    s = r["spec"]
+    lines = [f"Session restarts: {s['sites']} sites ({s['partitions']} partition(s) each) x "
+             f"{s['sessions_per_site']} sessions x {s['rows_per_snapshot']} rows per snapshot, {s['rate']:,.0f} msg/s, "
+             f"trigger {r['trigger_s']:g} s; load average at the start {r['load_average_at_start'][0]}.", "",
+             "| phase | batches | max s | p95 s | max x trigger | p95 x trigger | max x steady | p95 x steady "
+             "| largest batch: records / session rows | p50 s: latestOffset / Delta commits | answered "
+             "| all answered after s (after the last turn) | load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for p in r["phases"]:
+        name = _PHASE_NAMES.get(p["name"], p["name"])
+        if p["jitter_s"] is not None:
+            name += f" ({p['jitter_s']:g} s)"
+        answered = "-" if p["answered"] is None else f"{p['answered']}/{p['sites']}"
+        lines.append(f"| {name} | {p['batches']} | {p['max_s']} | {p['p95_s']} | {_cell(p['max_x_trigger'])} "
+                     f"| {_cell(p['p95_x_trigger'])} | {_cell(p['max_x_baseline'])} | {_cell(p['p95_x_baseline'])} "
+                     f"| {_cell(p['largest_records'])} / {_cell(p['largest_session_rows'])} "
+                     f"| {p['latest_offset_p50_s']} / {p['delta_commit_p50_s']} | {answered} "
+                     f"| {_answered_after(p)} | {p['load_average'][0]} |")
+    jittered = next(p for p in r["phases"] if p["name"] == "jittered")
+    verification = r["verification"]
+    lines += ["", f"Jittered restart, longest batch <= 3 x trigger ({3 * r['trigger_s']:g} s): "
+              f"**{r['verdict_jittered_max_within_3x_trigger']}** ({jittered['max_s']} s). Batches missed by the "
+              f"heartbeat: {len(r['missed_batches'])}. Producer: {r['producer']['restarts']} site restarts acted on, "
+              f"{r['producer']['messages']:,} messages. Output verified: {verification['ok']} "
+              f"{verification['problems'] or ''}".rstrip() + "."]
+    return lines
 
 
 def sink_lines(sinks: dict[str, Any], base: float | None) -> list[str]:
@@ -153,6 +207,48 @@ def chart(results: dict[str, Any], path: Path) -> None:
         axes[3].tick_params(axis="x", rotation=30)
     fig.suptitle(f"Streamwarden benchmark {results['meta']['date']} on {results['meta']['host']} "
                  "(absolute numbers are noisy; compare ratios)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def restart_chart(r: dict[str, Any], path: Path) -> None:
+    """Every batch's duration over the run, coloured by phase, with the trigger and 3x the trigger."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.artist import Artist
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    batches = r["batches"]
+    if not batches:
+        return
+    origin = batches[0]["started_at"]
+    phases = {p["name"]: p for p in r["phases"]}
+    fig, ax = plt.subplots(figsize=(14, 4.5))
+    colours = {"baseline": "#2ca02c", "jittered": "#1f77b4", "between": "#98df8a", "at_once": "#d62728"}
+    for b in batches:
+        phase = next((n for n, p in phases.items() if p["first_batch"] is not None
+                      and p["first_batch"] <= b["batch_id"] <= p["last_batch"]), None)
+        ax.bar(b["started_at"] - origin, b["duration_s"], width=max(b["duration_s"], 0.5), align="edge",
+               color=colours.get(phase or "", "#bbb"), edgecolor="none")
+    at = [b["started_at"] - origin + b["duration_s"] / 2 for b in batches]
+    ax.plot(at, [b.get("delta_commit_s", 0) for b in batches], color="#000", linewidth=1)
+    ax.plot(at, [b.get("latest_offset_s", 0) for b in batches], color="#000", linewidth=1, linestyle=":")
+    right = batches[-1]["started_at"] - origin + batches[-1]["duration_s"]
+    for level, label in ((r["trigger_s"], "trigger"), (3 * r["trigger_s"], "3 x trigger")):
+        ax.axhline(level, color="#555", linestyle="--" if label == "trigger" else "-", linewidth=0.8)
+        ax.annotate(label, (right, level), va="bottom", ha="right", fontsize=8)
+    handles: list[Artist] = [Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    handles += [Line2D([], [], color="#000", linewidth=1), Line2D([], [], color="#000", linewidth=1, linestyle=":")]
+    ax.legend(handles, [*(_PHASE_NAMES[n] for n in colours), "of it: Delta commits", "of it: latestOffset"],
+              loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=6, fontsize=8)
+    ax.set_xlabel("seconds since the first batch (bar: trigger time and duration)")
+    ax.set_ylabel("batch duration (s)")
+    ax.set_title(f"Session restarts: {r['spec']['sites']} sites, trigger {r['trigger_s']:g} s, "
+                 f"jitter {r['jitter_s']:g} s (load at start {r['load_average_at_start'][0]})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -108,9 +108,12 @@ class StreamJob:
         return list(found.values())
 
     def kill9(self) -> float:
-        """SIGKILL the process group and every descendant; returns when it was sent (epoch seconds)."""
-        members = self.processes()
+        """SIGKILL the process group and every descendant; returns when it was sent (epoch seconds). A job
+        never launched has no group (``pgid`` 0 would name the caller's own): nothing is sent."""
         killed = time.time()
+        if not self.pgid:
+            return killed
+        members = self.processes()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pgid, signal.SIGKILL)
         for process in members:
@@ -120,7 +123,10 @@ class StreamJob:
         return killed
 
     def stop(self, timeout: float = 180) -> None:
-        """Drain through the stop marker; SIGKILL what is left after ``timeout``."""
+        """Drain through the stop marker; SIGKILL what is left after ``timeout`` (nothing for a job never
+        launched)."""
+        if not self.pgid:
+            return
         self.settings.stop_marker_path.touch()
         with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
             psutil.Process(self.pgid).wait(timeout)
