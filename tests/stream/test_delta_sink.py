@@ -473,6 +473,20 @@ def test_writer_committing_the_same_offsets_after_the_plan_wins(tmp_path: Path) 
     assert_exactly_once([tmp_path / EVENTS], {"sites-a": {0: (100, 200)}})
 
 
+def test_offsets_another_writer_committed_after_this_sinks_own_commit_are_seen(tmp_path: Path) -> None:
+    """The sink knows the offsets its own commit added; a commit of anyone else moves the version, and the
+    next plan reads the log again."""
+    sink = sink_of(tmp_path)
+    commit_batch(sink, {"sites-a": {0: (0, 100)}}, batch_id=1)
+    assert sink.plan({"sites-a": {0: (0, 100)}}, batch_id=1).fully_committed  # known from its own commit
+    commit_batch(sink_of(tmp_path), {"sites-a": {0: (100, 200)}}, batch_id=0)
+    plan = sink.plan({"sites-a": {0: (100, 250)}}, batch_id=2)
+    assert (plan.already_committed, plan.covers) == ({"sites-a": {0: [(100, 200)]}}, {"sites-a": {0: [(200, 250)]}})
+    spark_write(plan.write_dir, rows_for(EVENTS, plan.covers), PARTITION_BY)
+    sink.commit(plan)
+    assert_exactly_once([tmp_path / EVENTS], {"sites-a": {0: (0, 250)}})
+
+
 def test_writer_committing_other_offsets_of_the_table_does_not_conflict(tmp_path: Path) -> None:
     first = sink_of(tmp_path)
     plan = first.plan({"sites-a": {0: (0, 50)}}, 1)

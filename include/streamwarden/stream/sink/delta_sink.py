@@ -15,16 +15,20 @@ vacuum (table maintenance) deletes the files of batches that crashed before thei
 Protocol for one batch and one table:
 
 1. ``plan()`` reads which offsets the table holds (:mod:`streamwarden.tables.committed`) and subtracts
-   them from the planned ranges. Fully committed: the job skips the write. Otherwise the rows of already
-   committed offsets are filtered out (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest
-   with ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)`` (the batch folder as Spark
+   them from the planned ranges. The sink keeps what it read and what its own commits added: while the
+   table's version is the one its last read or commit left, no other commit landed, and the log is not
+   read again (with many topic-partitions those reads grew to seconds per batch as the log grew). Fully
+   committed: the job skips the write. Otherwise the rows of already committed offsets are filtered out
+   (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest with
+   ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)`` (the batch folder as Spark
    names it); the overwrite clears what an earlier, uncommitted attempt of the same batch left there.
 2. ``commit()`` lists the written Parquet files through the table's pyarrow filesystem (``_SUCCESS``,
    ``.crc``, files under ``_``/``.`` folders and zero-row files are left out), takes the partition values
    from the folder names (which must be the table's partition columns, in order) and reads each file's
    size, row count and column statistics from the listing and its footer.
-3. Re-reads the committed offsets from the newest version (offsets of the batch committed by another
-   writer since step 1 are an INTEGRITY error, :class:`ConcurrentWriterError`) and builds the transactions
+3. Re-reads the committed offsets from the newest version, from the log when it moved since step 1
+   (offsets of the batch committed by another writer since step 1 are an INTEGRITY error,
+   :class:`ConcurrentWriterError`) and builds the transactions
    that extend them by the batch's ``covers`` and count the commit on each topic-partition it covers
    (:mod:`streamwarden.tables.committed`).
 4. Commits the files (``AddAction``) and the transactions in one Delta commit, built on the snapshot
@@ -68,7 +72,7 @@ from streamwarden.stream.sink.ranges import (
     ranges_to_json,
     uncommitted,
 )
-from streamwarden.tables.committed import Runs, partitions_of
+from streamwarden.tables.committed import Runs, TopicPartition, partitions_of
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import chaos_point
@@ -124,6 +128,22 @@ class DeltaSink:
         self.schema = schema
         self.partition_by = partition_by
         self.table: DeltaTable = location.create(schema, partition_by)
+        self._known = Runs()  # the runs of the partitions read so far, as of version _known_version
+        self._known_version: int | None = None
+
+    def _runs(self, partitions: list[TopicPartition]) -> Runs:
+        """The runs of ``partitions`` at the table's current version (a copy): read from the log, or known
+        from an earlier read or this sink's own commit when the version has not moved since."""
+        version = self.table.version()
+        if self._known_version != version:
+            self._known, self._known_version = Runs(), version
+        missing = [tp for tp in partitions if tp not in self._known.by_partition]
+        if missing:
+            read = Runs.read(self.table, missing)
+            self._known.by_partition.update(read.by_partition)
+            self._known.commits.update(read.commits)
+        return Runs({tp: list(self._known.by_partition[tp]) for tp in partitions},
+                    {tp: self._known.commits[tp] for tp in partitions})
 
     @property
     def name(self) -> str:
@@ -134,7 +154,7 @@ class DeltaSink:
         ranges = canonical_ranges(ranges)
         with self.location.reaching():
             self.table.update_incremental()
-        committed = Runs.read(self.table, partitions_of(ranges)).index()
+        committed = self._runs(partitions_of(ranges)).index()
         key = batch_key(ranges)
         return BatchPlan(self.name, batch_id, key, ranges, uncommitted(ranges, committed),
                          committed_within(ranges, committed), f"{self.location.spark_uri}/{batch_folder(key)}")
@@ -157,7 +177,7 @@ class DeltaSink:
         written = [self._add_action(store, table_path, info) for info in files]
         actions: list[AddAction | RemoveAction] = [action for action in written if action is not None]
         self.table.update_incremental()
-        runs = Runs.read(self.table, partitions_of(plan.ranges))
+        runs = self._runs(partitions_of(plan.ranges))
         if uncommitted(plan.ranges, runs.index()) != plan.covers:
             raise ConcurrentWriterError(
                 f"table {self.name}: offsets of batch {plan.batch_id} were committed by another writer while it "
@@ -178,7 +198,12 @@ class DeltaSink:
                 f"same topic-partitions; two streams write to the same output root: {exc}",
                 details={"planned": ranges_to_json(plan.ranges)}) from exc
         chaos_point("after_commit")
+        before = self.table.version()
         self.table.update_incremental()
+        if self.table.version() == before + 1:  # this commit alone: the runs it extended are the log's now
+            self._known.by_partition.update(runs.by_partition)
+            self._known.commits.update(runs.commits)
+            self._known_version = self.table.version()
         rows = sum(json.loads(a.stats)["numRecords"] for a in actions if isinstance(a, AddAction))
         return CommitResult(self.name, plan.batch_id, self.table.version(), len(actions), rows,
                             time.monotonic() - started, plan.covers)
