@@ -29,7 +29,7 @@ from streamwarden.kafka.admin import TopicPartitionId, fetch_high_watermarks, li
 from streamwarden.recovery.request import RecoveryRequest, Target
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import IntervalIndex
+from streamwarden.stream.sink.ranges import IntervalIndex, index_from_json, index_to_json
 from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import TableLocation, pipeline_tables
 from streamwarden.tables.restore import undone_offsets
@@ -55,8 +55,7 @@ class TableUndo:
     def to_json(self) -> dict[str, Any]:
         return {"table": self.table, "newest": self.newest, "target": self.target, "rows_now": self.rows_now,
                 "rows_target": self.rows_target,
-                "undone": {t: {str(p): [list(i) for i in ivs] for p, ivs in parts.items()}
-                           for t, parts in self.undone.items()}}
+                "undone": index_to_json(self.undone)}
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,7 @@ class RecoveryPlan:
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> RecoveryPlan:
         tables = tuple(TableUndo(t["table"], t["newest"], t["target"], t["rows_now"], t["rows_target"],
-                                 {topic: {int(p): [(s, e) for s, e in ivs] for p, ivs in parts.items()}
-                                  for topic, parts in t["undone"].items()}) for t in document["tables"])
+                                 index_from_json(t["undone"])) for t in document["tables"])
         return cls(document["recovery_id"], datetime.fromisoformat(document["created_at"]),
                    RecoveryRequest.from_json(document["request"]), tables,
                    tuple(PartitionResume(**p) for p in document["partitions"]), document["rate"],

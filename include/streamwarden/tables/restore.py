@@ -30,7 +30,7 @@ from typing import Any
 from deltalake import CommitProperties, DeltaTable
 
 from streamwarden.failures import ConfigError, IntegrityError
-from streamwarden.stream.sink.ranges import IntervalIndex, subtract_interval
+from streamwarden.stream.sink.ranges import IntervalIndex, index_to_json, subtract_interval
 from streamwarden.tables.committed import Runs, TopicPartition, rewind
 from streamwarden.tables.location import TableLocation
 
@@ -51,8 +51,7 @@ class Restored:
 
     def to_json(self) -> dict[str, Any]:
         return {"table": self.table, "target": self.target, "version": self.version, "already": self.already,
-                "undone": {t: {str(p): [list(i) for i in ivs] for p, ivs in parts.items()}
-                           for t, parts in self.undone.items()}}
+                "undone": index_to_json(self.undone)}
 
 
 def changes_since(table: DeltaTable, target: int, recovery: str) -> tuple[list[TopicPartition], int | None]:

@@ -64,6 +64,17 @@ def ranges_to_json(ranges: OffsetRanges) -> dict[str, dict[str, list[int]]]:
     return {t: {str(p): [s, e] for p, (s, e) in sorted(parts.items())} for t, parts in sorted(ranges.items())}
 
 
+def index_to_json(index: IntervalIndex) -> dict[str, dict[str, list[list[int]]]]:
+    """``{topic: {"partition": [[start, end], ...]}}`` (JSON object keys are strings)."""
+    return {t: {str(p): [[s, e] for s, e in intervals] for p, intervals in parts.items()} for t, parts in index.items()}
+
+
+def index_from_json(document: dict[str, dict[str, list[list[int]]]]) -> IntervalIndex:
+    """The inverse of :func:`index_to_json`."""
+    return {t: {int(p): [(s, e) for s, e in intervals] for p, intervals in parts.items()}
+            for t, parts in document.items()}
+
+
 def batch_key(ranges: OffsetRanges) -> str:
     """Deterministic key of a batch: first 16 hex digits of sha256 over the canonical JSON of its ranges."""
     text = json.dumps(ranges_to_json(canonical_ranges(ranges)), sort_keys=True, separators=(",", ":"))
