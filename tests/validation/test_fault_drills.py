@@ -156,7 +156,7 @@ def test_the_output_of_a_run_with_kill9s_passes_every_check(drill: Drill) -> Non
     assert result.states == dict.fromkeys(STEPS, "success"), result.report["findings"][:5]
     summary = result.summary
     assert summary["passed"] and summary["classes"] == {} and result.alerts == []
-    assert set(summary["checks"]) == {"coverage", "checkpoint", "kafka", "audit", "expectations"}
+    assert set(summary["checks"]) == {"coverage", "checkpoint", "kafka", "audit", "exposure", "expectations"}
     # every offset Kafka held when the stream stopped is covered, once, by one of the two tables
     partitions = {(p["topic"], p["partition"]): p for p in result.report["partitions"]}
     assert set(partitions) == {(t, p) for t, parts in run.ends.items() for p in parts}
