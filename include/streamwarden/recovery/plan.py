@@ -161,15 +161,28 @@ def _rows(table: DeltaTable) -> int:
     return int(sum(n or 0 for n in actions.column("num_records").to_pylist()))
 
 
-def undo(settings: Settings, versions: Mapping[str, int], partitions: list[TopicPartition]) -> list[TableUndo]:
-    """Step 2: per table, the versions, rows and offsets between its newest version and the target."""
+def _runs(settings: Settings, versions: Mapping[str, int | None], partitions: list[TopicPartition]
+          ) -> dict[str, Runs]:
+    """Each table's runs of ``partitions`` at its given version (None: the newest)."""
+    runs = {}
+    for name, version in versions.items():
+        location = TableLocation.of(settings, name)
+        with location.reaching():
+            runs[name] = Runs.read(location.open(version), partitions)
+    return runs
+
+
+def undo(settings: Settings, versions: Mapping[str, int], now: Mapping[str, Runs], then: Mapping[str, Runs]
+         ) -> list[TableUndo]:
+    """Step 2: per table, the versions, rows and offsets between its newest version and the target (``now``
+    and ``then``: its runs at both)."""
     undone = []
     for name, version in sorted(versions.items()):
         location = TableLocation.of(settings, name)
         with location.reaching():
-            newest, then = location.open(), location.open(version)
-            undone.append(TableUndo(name, newest.version(), version, _rows(newest), _rows(then),
-                                    undone_offsets(Runs.read(newest, partitions), Runs.read(then, partitions))))
+            newest = location.open()
+            undone.append(TableUndo(name, newest.version(), version, _rows(newest), _rows(location.open(version)),
+                                    undone_offsets(now[name], then[name])))
     return undone
 
 
@@ -185,11 +198,12 @@ def make_plan(settings: Settings, request: RecoveryRequest, *, recovery_id: str,
         consumer.close()
     partitions = [(tp.topic, tp.partition) for tp in on_broker]
     _refuse_unknown(request, set(partitions))
-    tables = undo(settings, versions, partitions)
-    claims = {name: Runs.read(TableLocation.of(settings, name).open(version), partitions).index()
-              for name, version in versions.items()}
-    now_claims = {name: Runs.read(TableLocation.of(settings, name).open(), partitions).index()
-                  for name in pipeline_tables(settings) if TableLocation.of(settings, name).exists()}
+    newest: dict[str, int | None] = {name: None for name in pipeline_tables(settings)
+                                     if TableLocation.of(settings, name).exists()}
+    runs_now, runs_then = _runs(settings, newest, partitions), _runs(settings, versions, partitions)
+    tables = undo(settings, versions, runs_now, runs_then)
+    now_claims = {name: runs.index() for name, runs in runs_now.items()}
+    claims = {name: runs.index() for name, runs in runs_then.items()}
     resumes = []
     for topic, partition in partitions:
         low, high = marks[TopicPartitionId(topic, partition)]
@@ -199,7 +213,7 @@ def make_plan(settings: Settings, request: RecoveryRequest, *, recovery_id: str,
             if resume > high:
                 raise ConfigError(f"Param offsets: {topic}[{partition}]@{resume} is past the partition's log end "
                                   f"{high}")
-            lost = max(0, resume - max(held or low, low)) + max(0, low - resume)
+            lost = max(0, resume - max(low, held or 0)) + max(0, low - resume)
         else:
             end = _claim_end(claims, topic, partition)
             resume = end if end is not None else low
