@@ -67,6 +67,14 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _release_hold(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.runfiles.hold import release_hold
+
+    released = release_hold(settings, None)
+    print("no hold" if released is None else f"released: the stream was {released.describe()}")
+    return 0
+
+
 def _tables(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.tables.reading import summarize, summarize_all
 
@@ -160,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="wait up to SECONDS for the stream to exit (default: do not wait)")
     stop.set_defaults(func=_stop)
     sub.add_parser("status", help="print the stream's health as JSON").set_defaults(func=_status)
+    sub.add_parser("release-hold", help="release the hold of a recovery or upgrade run that is gone, so the "
+                   "warden may start the stream again").set_defaults(func=_release_hold)
     tables = sub.add_parser("tables", help="the output tables: version, rows, files, last commit, offsets held")
     tables.add_argument("table", nargs="?", help="one table (default: every table of the pipeline)")
     tables.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -6,7 +6,8 @@
    compacts and proves each planned partition in turn (:func:`.compaction.compact_partition`).
 3. :func:`clean_up` — vacuum, log checkpoint and log clean-up (:mod:`.cleanup`).
 
-Each step holds each table's maintenance lock while it works on the table (:mod:`.lock`). :func:`run`
+Each step holds each table's maintenance lock while it works on the table (:mod:`.lock`), and refuses to
+change anything while a recovery or an upgrade holds the stream (:mod:`streamwarden.runfiles.hold`). :func:`run`
 runs the three in turn and records the report (what ``streamwarden maintain`` does).
 """
 
@@ -23,6 +24,7 @@ from streamwarden.maintenance.plan import TablePlan, plan_table
 from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest
 from streamwarden.maintenance.settings import MaintenanceSettings, MiB
+from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
 
@@ -50,6 +52,7 @@ def plan(settings: Settings, request: MaintenanceRequest) -> list[TablePlan]:
 
 def compact(settings: Settings, request: MaintenanceRequest, plans: list[TablePlan], run_id: str) -> list[Compaction]:
     """Step 2, table by table and partition by partition; an ``INTEGRITY`` error stops the run (reverted)."""
+    refuse_if_held(settings, "compaction")
     folder = maintenance_folder(settings)
     done: list[Compaction] = []
     for table_plan in plans:
@@ -73,6 +76,8 @@ def compact(settings: Settings, request: MaintenanceRequest, plans: list[TablePl
 
 def clean_up(settings: Settings, maintenance: MaintenanceSettings, request: MaintenanceRequest) -> list[Cleanup]:
     """Step 3 for every requested table that exists (in a dry run: what vacuum would delete, nothing more)."""
+    if not request.dry_run:
+        refuse_if_held(settings, "vacuum and log clean-up")
     folder = maintenance_folder(settings)
     done = []
     for name in request.tables:

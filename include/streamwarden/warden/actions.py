@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.settings import Settings
 from streamwarden.warden.alerts import Alert, alerts_path, already_sent
 from streamwarden.warden.decision import Action, Decision
@@ -64,10 +65,13 @@ def restart_stream(settings: Settings, verdict: HealthVerdict, *, start: StartSt
     """Stop what is left of the stream, then start it again with the same checkpoint.
 
     A stream someone else started since ``verdict`` was judged (another run, a person) is left alone,
-    unless ``force``: the lease holder seen now is not the one the verdict is about. Every launch, a failed
-    one too, is recorded in the restart history (backoff, breaker) and alerted; a failed launch is re-raised.
+    unless ``force``: the lease holder seen now is not the one the verdict is about. Nothing is stopped
+    while a recovery or an upgrade holds the stream (:class:`~streamwarden.runfiles.hold.StreamHeldError`).
+    Every launch, a failed one too, is recorded in the restart history (backoff, breaker) and alerted; a
+    failed launch is re-raised.
     ``source`` (which DAG run) goes into the alerts.
     """
+    refuse_if_held(settings, "restarting the stream")
     holder = running_holder(settings)
     if holder is not None and not force and holder.pid != verdict.pid:
         log.info("pid %d took the lease since the check (verdict was about pid %s); not restarting",

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from streamwarden.failures import FailureClass
+from streamwarden.runfiles.hold import Hold
 from streamwarden.warden.health import HealthVerdict, Overall
 from streamwarden.warden.restart_policy import RestartHistory
 from streamwarden.warden.settings import WardenSettings
@@ -62,8 +63,13 @@ class Decision:
 
 
 def decide(verdict: HealthVerdict, history: RestartHistory, warden: WardenSettings, now: float,
-           *, force_restart: bool = False, reason: str = "") -> Decision:
-    """The warden's rules, in order: operator request, healthy, starting, degraded, failed, restart."""
+           *, force_restart: bool = False, reason: str = "", hold: Hold | None = None) -> Decision:
+    """The warden's rules, in order: a hold (a recovery or an upgrade owns the stream), operator request,
+    healthy, starting, degraded, failed, restart."""
+    if hold is not None:
+        return Decision(Action.NONE, f"the stream is {hold.describe()}",
+                        f"nothing: {hold.owner} starts the stream when it is done (if that run is gone, "
+                        "`streamwarden release-hold`, then trigger stream_supervisor)")
     if force_restart:
         return Decision(Action.RESTART, f"operator requested a restart: {reason or 'no reason given'}",
                         "restart now (drain, then signals), with the same checkpoint")

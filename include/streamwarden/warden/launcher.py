@@ -25,6 +25,7 @@ import psutil
 import streamwarden
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import EXIT_ALREADY_RUNNING
+from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
 from streamwarden.settings import ENV_PREFIX, Settings
 
@@ -144,10 +145,12 @@ def start_stream_detached(
 ) -> int:
     """Launch the stream in a new session and return the pid of its driver (the lease holder).
 
-    Raises :class:`StreamAlreadyRunningError` when a live process holds the lease (also when another
+    Raises :class:`~streamwarden.runfiles.hold.StreamHeldError` while a recovery or an upgrade holds the
+    stream, :class:`StreamAlreadyRunningError` when a live process holds the lease (also when another
     launch wins the race), and :class:`StreamLaunchFailedError` when the process dies before taking the
     lease or does not take it within ``lease_timeout`` seconds (then its process group is killed).
     """
+    refuse_if_held(settings, "starting the stream")
     holder = running_holder(settings)
     if holder is not None:
         raise StreamAlreadyRunningError(holder)

@@ -15,6 +15,7 @@ from typing import Any
 from airflow.sdk import BaseBranchOperator, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamwarden.runfiles.hold import read_hold
 from streamwarden.warden.actions import alert_decision, restart_stream
 from streamwarden.warden.decision import Action, Decision, decide
 from streamwarden.warden.health import HealthVerdict
@@ -62,7 +63,7 @@ class DecideOperator(BaseBranchOperator):
         verdict = _verdict(context, self.health_task_id)
         hook = StreamwardenHook()
         decision = decide(verdict, hook.history(), hook.warden, time.time(), force_restart=_force_restart(context),
-                          reason=self.reason)
+                          reason=self.reason, hold=read_hold(hook.settings))
         self.log.info("verdict %s -> %s: %s; next: %s", verdict.label, decision.action.value, decision.reason,
                       decision.next_action)
         context["ti"].xcom_push(key="decision", value=decision.to_json())
