@@ -43,7 +43,7 @@ RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka",
           "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.control",
-          "streamwarden.restarts", "streamwarden.recovery"), ("pyspark",),
+          "streamwarden.restarts", "streamwarden.recovery", "streamwarden.upgrade"), ("pyspark",),
          "the warden side runs without Spark",
          modules=SHARED),
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),
