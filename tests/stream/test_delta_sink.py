@@ -29,6 +29,7 @@ from deltalake import DeltaTable
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.failures import ConfigError, FailureClass, IntegrityError
+from streamwarden.stream.batch_writer import checkpoint_query_id
 from streamwarden.stream.sink import delta_sink
 from streamwarden.stream.sink.delta_sink import BatchPlan, CommitResult, ConcurrentWriterError, DeltaSink
 from streamwarden.stream.sink.ranges import (
@@ -46,6 +47,7 @@ from streamwarden.stream.sink.ranges import (
 from streamwarden.tables import statistics
 from streamwarden.tables.committed import Runs, partitions_of
 from streamwarden.tables.location import LEGACY_MANIFESTS, QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.restore import restore_table
 from streamwarden.testing.faults import CHAOS_ENV
 
 HERE = Path(__file__).resolve().parent
@@ -66,6 +68,7 @@ KEEP: dict[str, Callable[[int], bool]] = {EVENTS: lambda offset: True,
 """Which offsets each table gets: the session job sends every fifth record to quarantine here."""
 RANGES: OffsetRanges = {"sites-a": {0: (0, 120), 1: (10, 60)}, "sites-b": {0: (0, 30)}}
 BATCH = 7
+QUERY = "ed4a0a23-2326-4b4a-a038-da046782a035"  # the checkpoint's query id, as in <checkpoint>/metadata
 BASE = datetime(2026, 11, 21, 23, tzinfo=UTC)
 
 
@@ -137,19 +140,21 @@ def spark_write(write_dir: str | Path, rows: pa.Table, partition_by: Sequence[st
     (write_dir / "._SUCCESS.crc").write_bytes(b"crc")
 
 
-def commit_batch(sink: DeltaSink, ranges: OffsetRanges, batch_id: int = BATCH) -> tuple[BatchPlan, CommitResult]:
+def commit_batch(sink: DeltaSink, ranges: OffsetRanges, batch_id: int = BATCH,
+                 query_id: str | None = None) -> tuple[BatchPlan, CommitResult]:
     """Plan, write the rows of the offsets the table lacks, commit."""
-    plan = sink.plan(ranges, batch_id)
+    plan = sink.plan(ranges, batch_id, query_id)
     assert not plan.fully_committed
     spark_write(plan.write_dir, rows_for(sink.name, plan.covers), sink.partition_by)
     return plan, sink.commit(plan)
 
 
-def run_batch(root: Path, tables: Sequence[str], ranges: OffsetRanges, batch_id: int = BATCH) -> list[BatchPlan]:
-    """What the job's ``foreachBatch`` does (DeltaBatchWriter): plan every table, then write and commit each
-    table that still lacks offsets of the batch."""
+def run_batch(root: Path, tables: Sequence[str], ranges: OffsetRanges, batch_id: int = BATCH,
+              query_id: str = QUERY) -> list[BatchPlan]:
+    """What the job's ``foreachBatch`` does (DeltaBatchWriter): plan every table with the checkpoint's query
+    id, then write and commit each table that still lacks offsets of the batch."""
     sinks = [sink_of(root, name) for name in tables]
-    plans = [sink.plan(ranges, batch_id) for sink in sinks]
+    plans = [sink.plan(ranges, batch_id, query_id) for sink in sinks]
     for sink, plan in zip(sinks, plans, strict=True):
         if not plan.fully_committed:
             spark_write(plan.write_dir, rows_for(sink.name, plan.covers), sink.partition_by)
@@ -211,6 +216,15 @@ def test_batch_key_is_deterministic_and_order_free() -> None:
     assert key == batch_key(canonical_ranges(shuffled))
     assert len(key) == 16 and int(key, 16) >= 0
     assert key != batch_key({"a": {0: (0, 11), 1: (3, 4)}, "b": {0: (1, 2)}})
+
+
+def test_batch_key_is_salted_by_the_checkpoints_query_id() -> None:
+    ranges: OffsetRanges = {"a": {0: (0, 10)}}
+    salted = batch_key(ranges, QUERY)
+    assert salted == batch_key(canonical_ranges({"a": {"0": [0, 10], "1": [4, 4]}}), QUERY)  # the same replay
+    assert len(salted) == 16 and salted != batch_key(ranges)
+    assert salted != batch_key(ranges, str(uuid.uuid4()))  # a new checkpoint
+    assert batch_key({"a": {0: (0, 11)}}, QUERY) != salted
 
 
 @pytest.mark.parametrize(("given", "expected"), [
@@ -458,6 +472,65 @@ def test_file_outside_the_partition_folders_is_refused(tmp_path: Path) -> None:
     assert DeltaTable(str(tmp_path / EVENTS)).version() == 0
 
 
+# -- batch folders across checkpoints (recovery) ------------------------------------------------------------
+def test_same_ranges_in_the_same_checkpoint_reuse_the_batch_folder(tmp_path: Path) -> None:
+    """A replay after a crash before the commit overwrites its own half-written attempt, and nothing else."""
+    first = sink_of(tmp_path).plan(RANGES, BATCH, QUERY)
+    spark_write(first.write_dir, rows_for(EVENTS, first.covers), PARTITION_BY)
+    attempt = set(Path(first.write_dir).rglob("*.parquet"))
+    replay = sink_of(tmp_path).plan(RANGES, BATCH, QUERY)  # the restarted driver, on the same checkpoint
+    assert (replay.key, replay.write_dir) == (first.key, first.write_dir) == (
+        batch_key(RANGES, QUERY), str(tmp_path / EVENTS / f"batch-{batch_key(RANGES, QUERY)}"))
+    spark_write(replay.write_dir, rows_for(EVENTS, replay.covers), PARTITION_BY)
+    assert not attempt & set(Path(replay.write_dir).rglob("*.parquet"))  # the overwrite cleared the attempt
+    sink_of(tmp_path).commit(replay)
+    (entry,) = DeltaTable(str(tmp_path / EVENTS)).history(limit=1)
+    assert (entry["streamwarden.batch_key"], entry["streamwarden.query_id"]) == (replay.key, QUERY)
+    assert_exactly_once([tmp_path / EVENTS], RANGES)
+
+
+def test_a_new_checkpoint_replaying_restored_offsets_keeps_earlier_versions_readable(tmp_path: Path) -> None:
+    """Restore to V gives offsets back; the new checkpoint's replay of the same ranges writes a new folder, so the
+    versions before the restore keep their files and the recovery can itself be undone."""
+    path = tmp_path / EVENTS
+    second: OffsetRanges = {"sites-a": {0: (120, 200)}, "sites-b": {0: (30, 50)}}
+    commit_batch(sink_of(tmp_path), RANGES, 0, QUERY)  # version 1
+    before, _ = commit_batch(sink_of(tmp_path), second, 1, QUERY)  # version 2: what the recovery rolls back
+    files_before = {p: p.read_bytes() for p in Path(before.write_dir).rglob("*.parquet")}
+    rows_before = table_rows(path, version=2).sort_by([("topic", "ascending"), ("partition", "ascending"),
+                                                       ("offset", "ascending")])
+    restored = restore_table(TableLocation(EVENTS, path, {}), 1, "recovery-test")
+    assert (restored.version, restored.undone) == (3, as_index(second))
+
+    assert sink_of(tmp_path).plan(second, 1, QUERY).write_dir == before.write_dir  # the old checkpoint: same folder
+    new_query = str(uuid.uuid4())  # the recovery's new checkpoint replays the given-back offsets
+    replay, result = commit_batch(sink_of(tmp_path), second, 0, new_query)
+    assert replay.covers == as_index(second) and result.version == 4
+    assert replay.key == batch_key(second, new_query) != before.key and replay.write_dir != before.write_dir
+    assert {p: p.read_bytes() for p in Path(before.write_dir).rglob("*.parquet")} == files_before
+    again = table_rows(path, version=2).sort_by([("topic", "ascending"), ("partition", "ascending"),
+                                                 ("offset", "ascending")])
+    assert again.equals(rows_before) and again.num_rows == len(offsets_of(RANGES)) + len(offsets_of(second))
+    assert table_rows(path, version=3).num_rows == len(offsets_of(RANGES))
+    assert_exactly_once([path], {**as_index(RANGES), "sites-a": {0: [(0, 200)], 1: [(10, 60)]},
+                                 "sites-b": {0: [(0, 50)]}})
+    assert {Path(a["path"]).parts[0] for a in add_actions(path)} == {f"batch-{batch_key(RANGES, QUERY)}",
+                                                                     f"batch-{replay.key}"}
+
+
+def test_the_query_id_is_read_from_the_checkpoint_metadata(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    with pytest.raises(IntegrityError, match="no query id") as missing:
+        checkpoint_query_id(checkpoint)  # a batch before Spark wrote the metadata: never guess a key
+    assert missing.value.failure_class is FailureClass.INTEGRITY
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text(f'{{"id":"{QUERY}"}}')  # as Spark writes it: one line, no newline
+    assert checkpoint_query_id(checkpoint) == QUERY
+    (checkpoint / "metadata").write_text('{"other": 1}\n')
+    with pytest.raises(IntegrityError, match="cannot be read"):
+        checkpoint_query_id(checkpoint)
+
+
 # -- another writer ------------------------------------------------------------------------------------------
 def test_writer_committing_the_same_offsets_after_the_plan_wins(tmp_path: Path) -> None:
     first = sink_of(tmp_path)
@@ -569,7 +642,7 @@ def test_kill_9_around_the_commit_then_replay(tmp_path: Path, kill_at: str) -> N
     root = tmp_path / "out"
     path = root / EVENTS
     assert run_child(root, [EVENTS], kill_at) == -signal.SIGKILL
-    plan = sink_of(root).plan(RANGES, BATCH)  # the restarted driver
+    plan = sink_of(root).plan(RANGES, BATCH, QUERY)  # the restarted driver, on the same checkpoint
     if kill_at == "before_commit":
         assert DeltaTable(str(path)).version() == 0 and table_rows(path).num_rows == 0
         left = set(Path(plan.write_dir).rglob("*.parquet"))

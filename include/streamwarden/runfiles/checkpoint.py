@@ -2,7 +2,8 @@
 
 ``offsets/N``: line 1 ``v1``, line 2 batch metadata, then one JSON line per source with the batch's end
 offsets. ``commits/N`` marks batch N done. Only the last ``minBatchesToRetain`` batches are kept, so the
-folders are listed, never assumed to start at 0.
+folders are listed, never assumed to start at 0. ``metadata`` holds the query's id (``{"id": "<uuid>"}``),
+written when a new checkpoint first starts and kept for its life.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 OffsetDoc = dict[str, dict[str, int]]
 INITIAL_OFFSETS_FILE = "streamwarden_initial_offsets.json"
+METADATA_FILE = "metadata"
 
 
 def _batch_ids(folder: Path) -> list[int]:
@@ -66,3 +68,20 @@ def committed_offsets(checkpoint: Path) -> OffsetDoc | None:
     """The position the query has durably passed: ``offsets/max(commits)``."""
     commits = commit_batches(checkpoint)
     return read_offsets(checkpoint, commits[-1]) if commits else None
+
+
+def query_id(checkpoint: Path) -> str | None:
+    """The id of the streaming query the checkpoint belongs to, ``None`` before the query first started.
+
+    Every run and replay on the checkpoint shares it; a new checkpoint (also one at the same path) has a new
+    one. A ``metadata`` file without a string ``id`` is a ``ValueError``.
+    """
+    try:
+        text = (checkpoint / METADATA_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    document = json.loads(text.splitlines()[0]) if text.strip() else None
+    identifier = document.get("id") if isinstance(document, dict) else None
+    if not isinstance(identifier, str) or not identifier:
+        raise ValueError(f"{checkpoint / METADATA_FILE}: no query id in {text[:200]!r}")
+    return identifier

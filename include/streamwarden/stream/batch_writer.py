@@ -1,4 +1,10 @@
-"""``foreachBatch`` body: turns one micro-batch into one exactly-once Delta commit per output table."""
+"""``foreachBatch`` body: turns one micro-batch into one exactly-once Delta commit per output table.
+
+The batch's ranges come from the checkpoint's offset log and its query id from the checkpoint's
+``metadata``; the sink keys the batch folder by both (:mod:`streamwarden.stream.sink.delta_sink`), so a
+replay in the same checkpoint overwrites its own uncommitted attempt and a new checkpoint never overwrites
+files an earlier table version references.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pyspark.sql import DataFrame
 
 from streamwarden.failures import IntegrityError
 from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
+from streamwarden.runfiles.checkpoint import query_id as read_query_id
 from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink
 from streamwarden.stream.sink.ranges import OffsetRanges
 
@@ -33,6 +40,19 @@ def planned_ranges(checkpoint: Path, batch_id: int) -> OffsetRanges:
     return ranges
 
 
+def checkpoint_query_id(checkpoint: Path) -> str:
+    """The id of the query running on ``checkpoint``; Spark writes it before the first batch runs."""
+    try:
+        found = read_query_id(checkpoint)
+    except (ValueError, OSError) as exc:
+        raise IntegrityError(f"the checkpoint's query id cannot be read: {exc}",
+                             details={"checkpoint": str(checkpoint)}) from exc
+    if found is None:
+        raise IntegrityError("a batch runs but the checkpoint has no query id (metadata)",
+                             details={"checkpoint": str(checkpoint)})
+    return found
+
+
 @dataclass(frozen=True)
 class TableSink:
     """One output table: which rows of the batch go there, and its Delta sink (which knows the partitioning)."""
@@ -48,12 +68,20 @@ class DeltaBatchWriter:
         self.sinks = sinks
         self.checkpoint = checkpoint
         self.compression = compression
+        self._query_id: str | None = None  # read at the first batch: the query writes it when it starts
+
+    @property
+    def query_id(self) -> str:
+        """The id of the query on the checkpoint (fixed for the checkpoint's life, so read once)."""
+        if self._query_id is None:
+            self._query_id = checkpoint_query_id(self.checkpoint)
+        return self._query_id
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         ranges = planned_ranges(self.checkpoint, batch_id)
         pending = []
         for sink in self.sinks:
-            plan = sink.sink.plan(ranges, batch_id)
+            plan = sink.sink.plan(ranges, batch_id, self.query_id)
             if plan.fully_committed:
                 log.warning("batch %d: %s already holds %s; skipping the write", batch_id, sink.sink.name,
                             plan.ranges)

@@ -8,20 +8,27 @@ pyarrow filesystem and commits with delta-rs. Layout::
     <output_root>/<table>/_delta_log/...                                     the Delta log
     <output_root>/<table>/batch-<key>/<partition dirs>/part-*.parquet        one folder per batch
 
-``key`` is the first 16 hex digits of sha256 over the canonical JSON of the batch's planned ranges, so a
-replayed batch writes to the folder it wrote to before. The folders are not hidden (``_``), so a full
-vacuum (table maintenance) deletes the files of batches that crashed before their commit.
+``key`` is the first 16 hex digits of sha256 over the canonical JSON of the batch's planned ranges and the
+id of the streaming query that planned them (``id`` in ``<checkpoint>/metadata``, which Spark writes when a
+new checkpoint first starts and keeps for its life). A replayed batch writes to the folder it wrote to
+before, so its overwrite clears its own half-written attempt; the same ranges planned by a new checkpoint
+(the replay after a recovery restored the tables to an earlier version) go to a new folder, so the files
+that the versions before the restore reference are never overwritten, and those versions stay readable.
+The folders are not hidden (``_``), so a full vacuum (table maintenance) deletes the files of batches that
+crashed before their commit.
 
 Protocol for one batch and one table:
 
-1. ``plan()`` reads which offsets the table holds (:mod:`streamwarden.tables.committed`) and subtracts
-   them from the planned ranges. The sink keeps what it read and what its own commits added: while the
-   table's version is the one its last read or commit left, no other commit landed, and the log is not
-   read again (with many topic-partitions those reads grew to seconds per batch as the log grew). Fully
+1. ``plan()`` takes the batch's planned ranges and its query id, reads which offsets the table holds
+   (:mod:`streamwarden.tables.committed`) and subtracts them from the planned ranges. The sink keeps what
+   it read and what its own commits added: while the table's version is the one its last read or commit
+   left, no other commit landed, and the log is not read again (with many topic-partitions those reads
+   grew to seconds per batch as the log grew). Fully
    committed: the job skips the write. Otherwise the rows of already committed offsets are filtered out
    (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest with
    ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)`` (the batch folder as Spark
-   names it); the overwrite clears what an earlier, uncommitted attempt of the same batch left there.
+   names it); the overwrite clears what an earlier, uncommitted attempt of the same batch in the same
+   checkpoint left there, and nothing else (the key names the checkpoint's query).
 2. ``commit()`` lists the written Parquet files through the table's pyarrow filesystem (``_SUCCESS``,
    ``.crc``, files under ``_``/``.`` folders and zero-row files are left out), takes the partition values
    from the folder names (which must be the table's partition columns, in order) and reads each file's
@@ -32,9 +39,10 @@ Protocol for one batch and one table:
    that extend them by the batch's ``covers`` and count the commit on each topic-partition it covers
    (:mod:`streamwarden.tables.committed`).
 4. Commits the files (``AddAction``) and the transactions in one Delta commit, built on the snapshot
-   step 3 read. A commit of another writer on one of the batch's topic-partitions since that snapshot
-   makes delta-rs fail this one (the same app id): :class:`ConcurrentWriterError` too. Before this step
-   the batch is invisible to every Delta reader; after it, whole.
+   step 3 read; its commit info names the batch id, key, ranges and query id. A commit of another writer
+   on one of the batch's topic-partitions since that snapshot makes delta-rs fail this one (the same app
+   id): :class:`ConcurrentWriterError` too. Before this step the batch is invisible to every Delta reader;
+   after it, whole.
 
 A crash before step 4 leaves files no Delta reader sees, and the replayed batch writes them again. A crash
 after step 4 (but before Spark's checkpoint commit) replays a batch whose offsets the table holds: step 1
@@ -96,6 +104,7 @@ class BatchPlan:
     covers: IntervalIndex  # planned minus already committed: what this batch newly commits
     already_committed: IntervalIndex
     write_dir: str  # the batch folder as Spark writes to it (a local path, or s3a://... on S3)
+    query_id: str | None = None  # the streaming query (checkpoint) that planned the batch; part of the key
 
     @property
     def fully_committed(self) -> bool:
@@ -149,15 +158,20 @@ class DeltaSink:
     def name(self) -> str:
         return self.location.name
 
-    def plan(self, ranges: OffsetRanges, batch_id: int) -> BatchPlan:
-        """Step 1: what of ``ranges`` this table still has to commit."""
+    def plan(self, ranges: OffsetRanges, batch_id: int, query_id: str | None = None) -> BatchPlan:
+        """Step 1: what of ``ranges`` this table still has to commit.
+
+        ``query_id`` is the id of the streaming query whose checkpoint planned the batch (the job always
+        gives it, :class:`~streamwarden.stream.batch_writer.DeltaBatchWriter`): the batch folder is keyed by
+        it and the ranges. ``None`` keys the folder by the ranges alone (tools and tests outside a stream)."""
         ranges = canonical_ranges(ranges)
         with self.location.reaching():
             self.table.update_incremental()
         committed = self._runs(partitions_of(ranges)).index()
-        key = batch_key(ranges)
+        key = batch_key(ranges, query_id)
         return BatchPlan(self.name, batch_id, key, ranges, uncommitted(ranges, committed),
-                         committed_within(ranges, committed), f"{self.location.spark_uri}/{batch_folder(key)}")
+                         committed_within(ranges, committed), f"{self.location.spark_uri}/{batch_folder(key)}",
+                         query_id)
 
     def commit(self, plan: BatchPlan) -> CommitResult:
         """Steps 2-4: commit the files Spark wrote to ``plan.write_dir`` with the offsets they cover.
@@ -185,9 +199,11 @@ class DeltaSink:
                 details={"planned": ranges_to_json(plan.ranges)})
         transactions = runs.extend(plan.covers)
         chaos_point("before_commit")
-        properties = CommitProperties(app_transactions=transactions, custom_metadata={
-            "streamwarden.batch_id": str(plan.batch_id), "streamwarden.batch_key": plan.key,
-            "streamwarden.ranges": json.dumps(ranges_to_json(plan.ranges), sort_keys=True)})
+        metadata = {"streamwarden.batch_id": str(plan.batch_id), "streamwarden.batch_key": plan.key,
+                    "streamwarden.ranges": json.dumps(ranges_to_json(plan.ranges), sort_keys=True)}
+        if plan.query_id is not None:
+            metadata["streamwarden.query_id"] = plan.query_id
+        properties = CommitProperties(app_transactions=transactions, custom_metadata=metadata)
         try:
             self.table.create_write_transaction(actions, mode="append", schema=self.schema,
                                                 partition_by=self.partition_by or None,

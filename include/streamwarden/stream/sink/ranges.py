@@ -75,9 +75,17 @@ def index_from_json(document: dict[str, dict[str, list[list[int]]]]) -> Interval
             for t, parts in document.items()}
 
 
-def batch_key(ranges: OffsetRanges) -> str:
-    """Deterministic key of a batch: first 16 hex digits of sha256 over the canonical JSON of its ranges."""
-    text = json.dumps(ranges_to_json(canonical_ranges(ranges)), sort_keys=True, separators=(",", ":"))
+def batch_key(ranges: OffsetRanges, query_id: str | None = None) -> str:
+    """Deterministic key of a batch: first 16 hex digits of sha256 over the canonical JSON of its ranges and the
+    id of the streaming query (its checkpoint) that planned them.
+
+    A replay of the batch in the same checkpoint gets the same key; the same ranges planned by a new
+    checkpoint (a recovery replaying offsets a restored table gave back) get another. ``None`` (no query: a
+    tool or a test committing outside a stream) hashes the ranges alone.
+    """
+    ranges_json = ranges_to_json(canonical_ranges(ranges))
+    document: object = ranges_json if query_id is None else {"query": query_id, "ranges": ranges_json}
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_HEX_DIGITS]
 
 
