@@ -127,3 +127,22 @@ def test_an_object_store_table_is_reached_through_the_stores_pyarrow_filesystem(
     if isinstance(store, fs.S3FileSystem):
         assert store.region == "eu-west-1"
 
+
+
+def test_a_column_added_by_schema_evolution_is_matched_by_name_not_position(tmp_path: Path) -> None:
+    """``alter.add_columns`` puts a new column after the partition columns; the job's frame has it before them.
+    The same columns in another order continue the table; without the added column they do not."""
+    from deltalake.schema import Schema as DeltaSchema
+
+    table = location(tmp_path)
+    table.create(SCHEMA, PARTITION_BY)
+    added = pa.field("note", pa.string())
+    table.open().alter.add_columns(DeltaSchema.from_arrow(pa.schema([added])).fields)
+    recorded = pa.schema(table.open().schema().to_arrow())
+    assert recorded.names[-3:] == ["source_topic", "event_date", "note"]  # after the partition columns
+    writer = SCHEMA.insert(SCHEMA.get_field_index("source_topic"), added)
+    assert not recorded.equals(writer)
+    assert table.create(writer, PARTITION_BY).version() == 1  # continued: same columns by name
+    for schema in (SCHEMA, writer.set(writer.get_field_index("note"), pa.field("note", pa.int64()))):
+        with pytest.raises(ConfigError, match="was created with partitions"):
+            table.create(schema, PARTITION_BY)

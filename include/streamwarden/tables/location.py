@@ -125,7 +125,10 @@ class TableLocation:
         """Create the table with ``schema`` and ``partition_by``, or check that an existing one has them.
 
         Both are pinned by the first start: another schema or partitioning on the same table is a CONFIG
-        error (delta-rs would accept mismatched files silently).
+        error (delta-rs would accept mismatched files silently). Schemas are compared by column name (type and
+        nullability each): the order may differ, since a column added by schema evolution
+        (``DeltaTable.alter.add_columns``, the ``upgrade_stream`` DAG) comes after the partition columns in the
+        table while the job's frame has it before them.
         """
         self.refuse_legacy_layout()
         if not self.exists():
@@ -136,7 +139,7 @@ class TableLocation:
         table = self.open()
         recorded = pa.schema(table.schema().to_arrow())
         recorded_partitions = list(table.metadata().partition_columns)
-        if not recorded.equals(schema) or recorded_partitions != partition_by:
+        if by_name(recorded) != by_name(schema) or recorded_partitions != partition_by:
             raise ConfigError(
                 f"table {self.name!r} at {self.uri} was created with partitions {recorded_partitions} and schema "
                 f"[{_describe(recorded)}]; the job now writes partitions {partition_by} and schema "
@@ -144,6 +147,11 @@ class TableLocation:
                 "STREAMWARDEN_OUTPUT_PARTITION_BY, the session handler), or write to a new output root.",
                 details={"table": self.name})
         return table
+
+
+def by_name(schema: pa.Schema) -> dict[str, tuple[pa.DataType, bool]]:
+    """Each column's type and nullability, by name (the order of the columns does not count)."""
+    return {field.name: (field.type, field.nullable) for field in schema}
 
 
 def _describe(schema: pa.Schema) -> str:
