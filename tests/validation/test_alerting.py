@@ -3,10 +3,14 @@ same findings since the same passing run."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streamwarden.recovery.request import Target, request_from_params
+from streamwarden.settings import load_settings
 from streamwarden.validation.alerting import GRAVITY, error_alert, findings_alert, trigger
 from streamwarden.validation.findings import Finding, FindingClass
 
@@ -67,3 +71,33 @@ def test_a_step_that_could_not_finish_says_what_to_fix() -> None:
     alert = error_alert({"failure_class": "CONFIG", "message": "Param as_of: bad"}, source="s", task="check_params")
     assert alert.failure_class == "CONFIG" and "STREAMWARDEN_VALIDATION_*" in alert.next_action
     assert alert.summary == "validate_output: check_params failed (CONFIG): Param as_of: bad"
+
+
+def _recover_stream_params(next_action: str) -> list[dict[str, Any]]:
+    """Every JSON object after "recover_stream with Params " in a next action, parsed as the trigger form would."""
+    found = []
+    for rest in next_action.split("recover_stream with Params ")[1:]:
+        params, _ = json.JSONDecoder().raw_decode(rest)
+        found.append(params)
+    return found
+
+
+@pytest.mark.parametrize("finding_class", [FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.CHECKPOINT_MISMATCH])
+def test_wrong_output_names_recover_stream_with_params_that_parse(finding_class: FindingClass,
+                                                                   tmp_path: Path) -> None:
+    alert = findings_alert(_summary(_finding(finding_class), _finding(FindingClass.STALE, None)), source="v/1",
+                           last_pass="p0")
+    assert alert.severity == "critical" and alert.failure_class == finding_class.value
+    [params] = _recover_stream_params(alert.next_action)
+    assert params == {"target": "last_validated", "dry_run": True}
+    assert request_from_params(params, load_settings(home=tmp_path)).target is Target.LAST_VALIDATED
+    assert "then again with dry_run false" in alert.next_action  # the existing follow-ups stay
+    assert 'validate_output with Params {"tables": ["session_rows"]}' in alert.next_action
+    assert "stream_supervisor" in alert.next_action  # STALE's own action
+
+
+@pytest.mark.parametrize("finding_class", [FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED,
+                                           FindingClass.STALE, FindingClass.EXPOSURE])
+def test_findings_that_do_not_show_wrong_output_name_no_roll_back(finding_class: FindingClass) -> None:
+    alert = findings_alert(_summary(_finding(finding_class)), source="v/1", last_pass="p0")
+    assert _recover_stream_params(alert.next_action) == []

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from streamwarden.failures import FailureClass, FailureDocument
+from streamwarden.recovery.request import Target, request_from_params
+from streamwarden.settings import load_settings
 from streamwarden.warden.alerts import (
     Alert,
     EmailNotifier,
@@ -23,6 +26,9 @@ from streamwarden.warden.alerts import (
     notifiers,
     read_alerts,
 )
+from streamwarden.warden.decision import RECOVERY, Action, decide
+from streamwarden.warden.health import HealthVerdict, Overall
+from streamwarden.warden.restart_policy import RestartHistory
 from streamwarden.warden.settings import load_warden_settings
 
 VERDICT = {"label": "FAILED(INTEGRITY)", "overall": "FAILED", "failure_class": "INTEGRITY",
@@ -111,3 +117,66 @@ def test_backends_follow_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     found = notifiers(load_warden_settings(), logger, lambda *a: None)
     assert [n.name for n in found] == ["log", "webhook", "email"]
     assert isinstance(found[2], EmailNotifier) and found[2].recipients == ["a@example.org", "b@example.org"]
+
+
+# -- the escalation's next action: recover_stream with Params to paste --------------------------------------------
+def _escalation(failure: FailureDocument) -> Alert:
+    """The alert stream_supervisor sends for a failed stream: decide(), then an alert from its decision."""
+    verdict = HealthVerdict(Overall.FAILED, ["failed"], "2026-01-01T00:00:00+00:00", failure=failure)
+    decision = decide(verdict, RestartHistory(), load_warden_settings(), 0.0)
+    assert decision.action is Action.ESCALATE
+    return Alert.from_verdict(decision.severity, decision.reason, verdict.to_json(), decision.next_action)
+
+
+def recover_stream_params(next_action: str) -> dict[str, Any]:
+    """The JSON after "recover_stream" (and "with Params") in a next action, parsed as the trigger form would."""
+    head, _, rest = next_action.partition("recover_stream ")
+    assert head, f"recover_stream is not named in {next_action!r}"
+    params, _ = json.JSONDecoder().raw_decode(rest.removeprefix("with Params "))
+    assert isinstance(params, dict)
+    return params
+
+
+def test_data_loss_names_recover_stream_resuming_at_the_earliest_offset_kafka_holds(tmp_path: Path) -> None:
+    failure = FailureDocument(FailureClass.DATA_LOSS, "next offset 1000 is expired by retention; available [1200, "
+                              "5000)", 81, "sites-0", 0, 1000, {"expected": 1000, "available": [1200, 5000]})
+    alert = _escalation(failure)
+    params = recover_stream_params(alert.next_action)
+    assert params == {"target": "offsets", "offsets": {"sites-0": {"0": 1200}}, "dry_run": True,
+                      "reason": "DATA_LOSS at sites-0[0]: next offset 1000 is expired by retention; available "
+                                "[1200, 5000)"}
+    assert "recover_stream with Params" in alert.text() and "recoveries.jsonl" in alert.next_action
+    request = request_from_params(params, load_settings(home=tmp_path))  # what the trigger form's run checks
+    assert (request.target, request.offsets, request.dry_run) == (Target.OFFSETS, {"sites-0": {0: 1200}}, True)
+
+
+@pytest.mark.parametrize("failure", [
+    FailureDocument(FailureClass.DATA_LOSS, "topic-partition sites-9[2] no longer exists (last position 40)", 81,
+                    "sites-9", 2, 40),  # a deleted topic (strict tier): nothing Kafka still holds
+    FailureDocument(FailureClass.DATA_LOSS, "lost", 81, details={"available": "?"}),
+])
+def test_data_loss_without_available_offsets_names_a_dry_run_roll_back(failure: FailureDocument,
+                                                                      tmp_path: Path) -> None:
+    params = recover_stream_params(_escalation(failure).next_action)
+    assert params["target"] == "last_validated" and params["dry_run"] is True
+    assert params["reason"].startswith("DATA_LOSS") and failure.message in params["reason"]
+    assert request_from_params(params, load_settings(home=tmp_path)).target is Target.LAST_VALIDATED
+
+
+@pytest.mark.parametrize(("failure_class", "kept"), [
+    (FailureClass.INTEGRITY, "STREAMWARDEN_ON_GAP=resync"),
+    (FailureClass.MALFORMED, "STREAMWARDEN_MALFORMED_POLICY=quarantine"),
+])
+def test_integrity_and_malformed_keep_their_advice_and_offer_a_roll_back(failure_class: FailureClass, kept: str,
+                                                                         tmp_path: Path) -> None:
+    alert = _escalation(FailureDocument(failure_class, "bad", 82, "sites-0", 1, 7))
+    assert kept in alert.next_action and "force_restart=true" in alert.next_action
+    assert alert.next_action == f"no automatic restart. {RECOVERY[failure_class]}"
+    params = recover_stream_params(alert.next_action)
+    assert params == {"target": "last_validated", "dry_run": True}
+    assert request_from_params(params, load_settings(home=tmp_path)).target is Target.LAST_VALIDATED
+
+
+@pytest.mark.parametrize("failure_class", [FailureClass.CONFIG, FailureClass.BUG])
+def test_config_and_bug_name_no_recovery(failure_class: FailureClass) -> None:
+    assert "recover_stream" not in _escalation(FailureDocument(failure_class, "x", 70)).next_action

@@ -2,38 +2,91 @@
 
 Only what a restart can fix is restarted: a dead or hung stream, or one that failed with ENVIRONMENT.
 DATA_LOSS, INTEGRITY, MALFORMED, CONFIG and BUG are never restarted blindly: a person gets the failure
-document and the recovery action (:data:`RECOVERY`), and resumes with a ``force_restart`` run.
+document and the recovery action (:func:`recovery_action`), and resumes with a ``recover_stream`` run (whose
+Params the action spells out as JSON to paste into the trigger form) or a ``force_restart`` run.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from streamwarden.failures import FailureClass
+from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.runfiles.hold import Hold
 from streamwarden.warden.health import HealthVerdict, Overall
 from streamwarden.warden.restart_policy import RestartHistory
 from streamwarden.warden.settings import WardenSettings
 
 RESUME = "then trigger stream_supervisor with force_restart=true and a reason"
+RECOVER_STREAM = "recover_stream"
+ROLL_BACK = {"target": "last_validated", "dry_run": True}
+"""recover_stream's Params to see what rolling the tables back to their last validated versions undoes."""
+MAX_REASON = 300
+
+
+def recover_stream_params(failure: FailureDocument | None) -> dict[str, Any]:
+    """recover_stream's Params for a DATA_LOSS failure: resume the partition the failure document names at the
+    earliest offset Kafka still holds (``details["available"][0]``), as a dry run; without that (e.g. a deleted
+    topic) a dry run of the roll-back to the last validated versions, which shows what is replayed and lost."""
+    where = "" if failure is None or failure.topic is None else f" at {failure.topic}[{failure.partition}]"
+    message = "" if failure is None else f": {failure.message}"
+    reason = f"DATA_LOSS{where}{message}"[:MAX_REASON]
+    available = (failure.details or {}).get("available") if failure is not None else None
+    if (failure is not None and failure.topic is not None and isinstance(failure.partition, int)
+            and isinstance(available, list | tuple) and len(available) == 2
+            and all(isinstance(bound, int) and not isinstance(bound, bool) for bound in available)):
+        return {"target": "offsets", "offsets": {failure.topic: {str(failure.partition): available[0]}},
+                "dry_run": True, "reason": reason}
+    return {**ROLL_BACK, "reason": reason}
+
+
+def _params(params: dict[str, Any]) -> str:
+    return json.dumps(params)
+
+
+def _data_loss_action(failure: FailureDocument | None) -> str:
+    params = recover_stream_params(failure)
+    if params["target"] == "offsets":
+        ((topic, parts),) = params["offsets"].items()
+        ((partition, earliest),) = parts.items()
+        resume = (f"to resume {topic}[{partition}] at {earliest}, the earliest offset Kafka still holds, see "
+                  "what is lost for good and what is replayed (the other partitions resume where the tables end)")
+    else:
+        resume = ("to see what a roll-back to the last validated versions undoes, replays and loses (the failure "
+                  "document names no offset Kafka still holds)")
+    return (f"offsets the stream needs are gone upstream (retention, topic deleted or recreated): decide what to "
+            f"replay. Trigger {RECOVER_STREAM} with Params {_params(params)} {resume}; then again with "
+            f"dry_run false to accept that loss (recover_stream records it in run/recoveries.jsonl and starts the "
+            f"stream from a new checkpoint). Or accept the loss for one run (STREAMWARDEN_FAIL_ON_DATA_LOSS=false) "
+            f"and {RESUME.removeprefix('then ')}; the commit protocol keeps the output exactly-once either way")
+
+
 RECOVERY: dict[FailureClass, str] = {
-    FailureClass.DATA_LOSS: "offsets the stream needs are gone upstream (retention, topic deleted or "
-    "recreated): decide what to replay. Either accept the loss for one run (STREAMWARDEN_FAIL_ON_DATA_LOSS="
-    "false) or start a new checkpoint at explicit STREAMWARDEN_STARTING_OFFSETS; the commit protocol keeps "
-    f"the output exactly-once either way; {RESUME}",
+    FailureClass.DATA_LOSS: _data_loss_action(None),
     FailureClass.INTEGRITY: "upstream broke ordering or sequencing at the topic/partition/offset in the "
     "failure document: check that site's producer; to continue past it, set STREAMWARDEN_ON_GAP=resync "
-    f"(quarantine until the next snapshot) or a lower STREAMWARDEN_INTEGRITY_TIER; {RESUME}",
+    f"(quarantine until the next snapshot) or a lower STREAMWARDEN_INTEGRITY_TIER; {RESUME}; or roll the "
+    f"tables back with {RECOVER_STREAM} {_params(ROLL_BACK)}",
     FailureClass.MALFORMED: "an undecodable record at the offset in the failure document: fix the producer, "
-    f"or set STREAMWARDEN_MALFORMED_POLICY=quarantine to dead-letter such records; {RESUME}",
+    f"or set STREAMWARDEN_MALFORMED_POLICY=quarantine to dead-letter such records; {RESUME}; or roll the "
+    f"tables back with {RECOVER_STREAM} {_params(ROLL_BACK)}",
     FailureClass.CONFIG: "invalid settings or an incompatible upgrade: fix the setting named in the "
     f"message (or roll back the release); {RESUME}",
     FailureClass.BUG: "an unclassified error, a defect: read the traceback in last_failure.json and the "
     f"stream log under run/logs, fix or roll back the release; {RESUME}",
 }
+"""What a person does after each failure class; DATA_LOSS here without the failure document's offsets."""
+
+
+def recovery_action(failure_class: FailureClass, failure: FailureDocument | None = None) -> str:
+    """What a person does after a failure of ``failure_class``; for DATA_LOSS with recover_stream's Params
+    prefilled from the failure document (:func:`recover_stream_params`)."""
+    if failure_class is FailureClass.DATA_LOSS:
+        return _data_loss_action(failure)
+    return RECOVERY[failure_class]
 
 
 class Action(StrEnum):
@@ -84,7 +137,7 @@ def decide(verdict: HealthVerdict, history: RestartHistory, warden: WardenSettin
     if not verdict.restartable:
         failure_class = verdict.failure_class or FailureClass.BUG
         return Decision(Action.ESCALATE, f"{verdict.label}: {'; '.join(verdict.reasons)}",
-                        f"no automatic restart. {RECOVERY[failure_class]}", severity="critical")
+                        f"no automatic restart. {recovery_action(failure_class, verdict.failure)}", severity="critical")
     if history.breaker_open(now, warden.max_restarts_per_hour):
         recent = history.recent(now)
         return Decision(Action.ESCALATE,
