@@ -116,6 +116,13 @@ def outcome_of(*, release: str | None, dry_run: bool, failures: dict[str, dict[s
                        "The old version runs again with its state and every offset (nothing is lost). Fix the "
                        "release (the stream's log under run/logs names the error of a failed batch), install it under "
                        "a new name, and trigger upgrade_stream with dry_run=true first.", step)
+    if not dry_run and journal.get("watched") is None:  # a step failed without a document (a timeout, a kill)
+        rolled = journal.get("rollback")
+        return Outcome(ROLLED_BACK if rolled else ROLLBACK_FAILED, release, "BUG", "critical",
+                       f"release {release or '?'}: the upgrade did not finish (a task failed without a failure "
+                       "document: timed out or killed)", _rollback_evidence(rolled) if rolled else [],
+                       "Read the task logs of this run and the journal; clear the failed task to resume it from the "
+                       "journal, or trigger upgrade_stream again.")
     if dry_run:
         return Outcome(CHECKED, release, None, "info", f"release {release} is compatible (dry run: nothing changed)",
                        [], "Trigger upgrade_stream again with dry_run=false to upgrade.")

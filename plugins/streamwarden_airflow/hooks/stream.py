@@ -1,4 +1,5 @@
-"""The stream seen from Airflow: settings from ``STREAMWARDEN_*``, spark-submit from a Spark connection."""
+"""The stream seen from Airflow: settings from ``STREAMWARDEN_*`` with the active release's over them (what every
+launch runs), spark-submit from a Spark connection."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.smtp.hooks.smtp import SmtpHook
 from airflow.sdk import BaseHook
 
-from streamwarden.settings import Settings, load_settings
+from streamwarden.settings import Settings
+from streamwarden.upgrade.release import load_release_settings
 from streamwarden.warden.alerts import Alert, Notifier, alerts_path, dispatch, notifiers
 from streamwarden.warden.health import Assessment, assess
 from streamwarden.warden.launcher import start_stream_detached, venv_bin
@@ -23,7 +25,9 @@ class StreamwardenHook(BaseHook):
 
     The spark-submit command comes from the Spark provider and the ``spark_conn_id`` connection; its
     master must equal ``STREAMWARDEN_SPARK_MASTER`` (a missing connection silently means YARN in the
-    provider, so a mismatch is an error here rather than a surprise on the cluster).
+    provider, so a mismatch is an error here rather than a surprise on the cluster). The settings are the
+    environment's with the active release's over them (``<run_root>/release/active.json``, made active by
+    ``upgrade_stream``), so a restart by the warden runs the release an upgrade left in force.
     """
 
     conn_name_attr = "spark_conn_id"
@@ -33,7 +37,7 @@ class StreamwardenHook(BaseHook):
     def __init__(self, spark_conn_id: str = default_conn_name) -> None:
         super().__init__()
         self.spark_conn_id = spark_conn_id
-        self.settings: Settings = load_settings()
+        self.settings: Settings = load_release_settings()  # the active release applies (upgrade_stream)
         self.warden: WardenSettings = load_warden_settings()
 
     def assess(self) -> Assessment:
