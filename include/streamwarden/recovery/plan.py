@@ -6,9 +6,13 @@
    newest version, and the offsets it will no longer claim (:func:`~streamwarden.tables.restore.undone_offsets`);
 3. **resume**: per topic-partition on the broker, the offset the new checkpoint starts from: the end of what
    every table claims at the target (the smallest over the tables: each skips what it already holds), the
-   given offset, or the log start for a partition no table holds;
+   given offset, or the log start for a partition no table holds; in the ``sessions`` pipeline no later than
+   the clean start (snapshot) of the oldest session still open there, since a new checkpoint has no session
+   state: the stream reads those records again to rebuild it, and the sink drops the rows the tables hold;
 4. **replayed and lost**: from the broker's watermarks, the offsets replayed (resume to log end) and those
-   lost for good: below the log start (Kafka deleted them), or skipped forward by an ``offsets`` target;
+   lost for good: below the log start (Kafka deleted them), or skipped forward by an ``offsets`` target; and
+   the open sessions whose clean start Kafka no longer holds (they cannot be rebuilt: their next records go
+   to quarantine until the site restarts them, see ``restart_sessions``);
 5. **time**: the replay at the stream's measured rate (its last heartbeat), or unknown.
 
 A version that does not exist, and an offset beyond a partition's log end, are refused (CONFIG) by name.
@@ -21,17 +25,20 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+import duckdb
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
 
 from streamwarden.failures import ConfigError
 from streamwarden.kafka.admin import TopicPartitionId, fetch_high_watermarks, list_partitions, metadata_consumer
 from streamwarden.recovery.request import RecoveryRequest, Target
+from streamwarden.restarts.sessions import CLEAN_BOUNDARY
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.ranges import IntervalIndex, index_from_json, index_to_json
 from streamwarden.tables.committed import Runs, TopicPartition
-from streamwarden.tables.location import TableLocation, pipeline_tables
+from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
+from streamwarden.tables.reading import read
 from streamwarden.tables.restore import undone_offsets
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.snapshot import pin
@@ -68,6 +75,8 @@ class PartitionResume:
     log_start: int
     log_end: int
     lost: int  # offsets gone for good: below the log start, or skipped forward
+    held: int | None = None  # the end of what the tables hold (None: nothing); replay before it rebuilds state
+    sessions_lost: int = 0  # open sessions whose clean start is below the log start
 
     @property
     def replayed(self) -> int:
@@ -95,6 +104,14 @@ class RecoveryPlan:
         return sum(p.lost for p in self.partitions)
 
     @property
+    def sessions_lost(self) -> int:
+        return sum(p.sessions_lost for p in self.partitions)
+
+    def table_targets(self) -> dict[str, int]:
+        """Each restored table's target version."""
+        return {t.table: t.target for t in self.tables}
+
+    @property
     def estimated_s(self) -> float | None:
         return None if not self.rate else self.replayed / self.rate
 
@@ -113,13 +130,18 @@ class RecoveryPlan:
                  "| --- | ---: | ---: | ---: | ---: |"]
         lines += [f"| {t.table} | {t.newest} | {t.target} | {t.newest - t.target} | {t.rows_undone:,} |"
                   for t in self.tables] or ["| (tables left as they are) | | | | |"]
-        lines += ["", "| topic | partition | resume at | log start | log end | replayed | lost for good |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {p.topic} | {p.partition} | {p.resume:,} | {p.log_start:,} | {p.log_end:,} | {p.replayed:,} | "
-                  f"{p.lost:,} |" for p in self.partitions]
+        lines += ["", "| topic | partition | resume at | tables hold to | log start | log end | replayed | "
+                      "lost for good | sessions not rebuilt |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {p.topic} | {p.partition} | {p.resume:,} | {'-' if p.held is None else f'{p.held:,}'} | "
+                  f"{p.log_start:,} | {p.log_end:,} | {p.replayed:,} | {p.lost:,} | {p.sessions_lost:,} |"
+                  for p in self.partitions]
         estimate = "unknown" if self.estimated_s is None else f"{self.estimated_s:,.0f} s"
         lines += ["", f"{self.replayed:,} records replayed, about {estimate} at {self.rate_source}; "
-                      f"**{self.lost:,} records lost for good**."]
+                      f"**{self.lost:,} records lost for good**"
+                      + (f"; **{self.sessions_lost:,} open sessions cannot be rebuilt** (their clean start is no "
+                         "longer in Kafka: restart them with restart_sessions)" if self.sessions_lost else "")
+                      + "."]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -127,7 +149,7 @@ class RecoveryPlan:
                 "request": self.request.to_json(), "tables": [t.to_json() for t in self.tables],
                 "partitions": [asdict(p) for p in self.partitions], "rate": self.rate,
                 "rate_source": self.rate_source, "replayed": self.replayed, "lost": self.lost,
-                "estimated_s": self.estimated_s}
+                "sessions_lost": self.sessions_lost, "estimated_s": self.estimated_s}
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> RecoveryPlan:
@@ -204,23 +226,52 @@ def make_plan(settings: Settings, request: RecoveryRequest, *, recovery_id: str,
     tables = undo(settings, versions, runs_now, runs_then)
     now_claims = {name: runs.index() for name, runs in runs_now.items()}
     claims = {name: runs.index() for name, runs in runs_then.items()}
+    rebuild = _rebuild_starts(settings, versions, now) if settings.pipeline == "sessions" else {}
     resumes = []
     for topic, partition in partitions:
         low, high = marks[TopicPartitionId(topic, partition)]
-        held = _claim_end(now_claims, topic, partition)
+        held_now = _claim_end(now_claims, topic, partition)
         if request.target is Target.OFFSETS:
+            held = held_now
             resume = request.offsets.get(topic, {}).get(partition, held if held is not None else low)
             if resume > high:
                 raise ConfigError(f"Param offsets: {topic}[{partition}]@{resume} is past the partition's log end "
                                   f"{high}")
             lost = max(0, resume - max(low, held or 0)) + max(0, low - resume)
         else:
-            end = _claim_end(claims, topic, partition)
-            resume = end if end is not None else low
+            held = _claim_end(claims, topic, partition)
+            resume = held if held is not None else low
             lost = max(0, low - resume)
-        resumes.append(PartitionResume(topic, partition, resume, low, high, lost))
+        starts = [start for start in rebuild.get((topic, partition), []) if start < resume]
+        resume = min([resume, *[max(start, low) for start in starts]])
+        resumes.append(PartitionResume(topic, partition, resume, low, high, lost, held,
+                                       sum(1 for start in starts if start < low)))
     rate, source = _rate(settings)
     return RecoveryPlan(recovery_id, now, request, tuple(tables), tuple(resumes), rate, source)
+
+
+def _rebuild_starts(settings: Settings, versions: Mapping[str, int], now: datetime
+                    ) -> dict[TopicPartition, list[int]]:
+    """Per topic-partition, the clean start offset of each session open in ``session_rows`` at its target
+    version (the newest for an ``offsets`` target): its last start, snapshot or resync, not ended since, with
+    an event within the session timeout of ``now``."""
+    location = TableLocation.of(settings, SESSION_ROWS)
+    if not location.exists():
+        return {}
+    rows = read(settings, SESSION_ROWS, versions.get(SESSION_ROWS))
+    cutoff = int((now.timestamp() - settings.session_timeout) * 1e6)
+    with duckdb.connect() as con:
+        con.register("rebuild_rows", rows)
+        found = con.execute(f"""
+            SELECT topic, "partition", max("offset") FILTER (WHERE {CLEAN_BOUNDARY}) AS clean,
+                   arg_max(boundary, "offset") FILTER (WHERE boundary IS NOT NULL) AS last_boundary,
+                   epoch_us(max(event_ts)) AS last_seen
+            FROM rebuild_rows GROUP BY topic, "partition", session_id""").fetchall()
+    starts: dict[TopicPartition, list[int]] = {}
+    for topic, partition, clean, last_boundary, last_seen in found:
+        if clean is not None and last_boundary != "end" and (last_seen or 0) >= cutoff:
+            starts.setdefault((topic, int(partition)), []).append(int(clean))
+    return starts
 
 
 def _claim_end(claims: Mapping[str, IntervalIndex], topic: str, partition: int) -> int | None:

@@ -31,7 +31,7 @@ CLEAN_STARTS = ("start", "snapshot", "resync")
 SESSION_COLUMNS = ("topic", "partition", "offset", "session_id", "event_ts", "boundary", "restart_request")
 """The framework's columns of ``session_rows`` read here."""
 _IN_INTEGRITY = "error_class IN ({})".format(", ".join(f"'{c}'" for c in INTEGRITY_CLASSES))
-_CLEAN = "boundary IN ({})".format(", ".join(f"'{c}'" for c in CLEAN_STARTS))
+CLEAN_BOUNDARY = "boundary IN ({})".format(", ".join(f"'{c}'" for c in CLEAN_STARTS))
 
 
 def _time(micros: int | None) -> datetime | None:
@@ -127,8 +127,8 @@ def measure_sites(con: duckdb.DuckDBPyConnection, rows: ds.Dataset, dead: ds.Dat
     cutoff = int((now.timestamp() - session_timeout) * 1e6)
     found = con.execute(f"""
         WITH sessions AS (
-            SELECT topic, session_id, max("offset") FILTER (WHERE {_CLEAN}) AS clean_offset,
-                   arg_max(event_ts, "offset") FILTER (WHERE {_CLEAN}) AS clean_start,
+            SELECT topic, session_id, max("offset") FILTER (WHERE {CLEAN_BOUNDARY}) AS clean_offset,
+                   arg_max(event_ts, "offset") FILTER (WHERE {CLEAN_BOUNDARY}) AS clean_start,
                    bool_or(boundary = 'end') AS ended, max(event_ts) AS last_seen
             FROM exposure_rows GROUP BY topic, session_id),
         damage AS (
