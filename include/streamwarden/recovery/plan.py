@@ -174,8 +174,26 @@ def target_versions(settings: Settings, request: RecoveryRequest) -> dict[str, i
             raise ConfigError(f"no validated version of {', '.join(missing)} yet (no validate_output run passed); "
                               "give target versions or as_of instead")
         return versions
+    if request.target is Target.VERSIONS:
+        _refuse_missing(settings, request.versions)
     pinned = pin(settings, names, request.versions or None, request.as_of)
     return {table.name: table.version for table in pinned}
+
+
+def _refuse_missing(settings: Settings, versions: Mapping[str, int]) -> None:
+    """CONFIG naming each table that does not exist, or whose given version it does not have (yet)."""
+    problems = []
+    for name, version in sorted(versions.items()):
+        location = TableLocation.of(settings, name)
+        if not location.exists():
+            problems.append(f"Param versions: table {name} does not exist (yet) at {location.uri}")
+            continue
+        with location.reaching():
+            newest = location.open().version()
+        if version > newest:
+            problems.append(f"Param versions: {name} has no version {version}: its newest is {newest}")
+    if problems:
+        raise ConfigError("; ".join(problems), details={"versions": dict(versions)})
 
 
 def _rows(table: DeltaTable) -> int:
