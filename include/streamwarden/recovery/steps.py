@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -179,8 +180,13 @@ def seed_checkpoint(settings: Settings, executed: RecoveryPlan) -> dict[str, dic
             raise IntegrityError(f"{checkpoint} is not empty although the recovery archived it: another process "
                                  "wrote it; move it aside, then re-run this task",
                                  details={"checkpoint": str(checkpoint)})
-        checkpoint.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(checkpoint / INITIAL_OFFSETS_FILE, wanted)
+        staged = checkpoint.with_name(f"{checkpoint.name}.seeding-{executed.recovery_id}")
+        shutil.rmtree(staged, ignore_errors=True)  # a killed run's half-made one
+        staged.mkdir(parents=True)
+        write_json_atomic(staged / INITIAL_OFFSETS_FILE, wanted)
+        if checkpoint.exists():
+            checkpoint.rmdir()  # empty: checked above
+        os.rename(staged, checkpoint)  # the checkpoint appears whole, or not at all
     log.info("new checkpoint %s starts at %s", checkpoint, json.dumps(wanted, sort_keys=True))
     _record(settings, executed)
     return wanted
