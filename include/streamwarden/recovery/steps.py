@@ -72,6 +72,9 @@ def _refuse_pending_compaction(settings: Settings) -> None:
 def plan(settings: Settings, request: RecoveryRequest, *, run_key: str, now: datetime | None = None
          ) -> RecoveryPlan:
     """Step 1: the plan of ``request``, written and logged; nothing else changes."""
+    if settings.source_impl != "python":
+        raise ConfigError("recover_stream needs STREAMWARDEN_SOURCE_IMPL=python: the JVM Kafka source does not "
+                          "start a new checkpoint from the recovery's offsets")
     _refuse_pending_compaction(settings)
     moment = now or datetime.now(UTC)
     made = make_plan(settings, request, recovery_id=recovery_id(run_key, moment), now=moment)
