@@ -74,6 +74,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
+from streamwarden.params import MAX_REASON
 from streamwarden_airflow.operators.recovery import (
     ArchiveCheckpointOperator,
     CheckRecoveryParamsOperator,
@@ -117,7 +118,7 @@ with DAG(
         "as_of": Param("", type="string", description="With target as_of: an ISO-8601 time."),
         "offsets": Param({}, type="object", description='With target offsets: e.g. {"sites-0": {"0": 1200}}.'),
         "dry_run": Param(True, type="boolean", description="Plan only (default)."),
-        "reason": Param("", type="string", maxLength=500, description="Why; kept with the recovery."),
+        "reason": Param("", type="string", maxLength=MAX_REASON, description="Why; kept with the recovery."),
     },
 ) as dag:
     check_params = CheckRecoveryParamsOperator(task_id="check_params")

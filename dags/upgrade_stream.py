@@ -79,7 +79,8 @@ from datetime import UTC, datetime, timedelta
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
-from streamwarden.upgrade.request import DEFAULT_HEALTH_MINUTES, MAX_HEALTH_MINUTES, MAX_REASON, MIN_HEALTH_MINUTES
+from streamwarden.params import MAX_REASON
+from streamwarden.upgrade.request import DEFAULT_HEALTH_MINUTES, MAX_HEALTH_MINUTES, MIN_HEALTH_MINUTES
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden_airflow.operators.upgrade import (
     ActivateReleaseOperator,

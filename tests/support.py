@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from streamwarden_bench.replay import caught_up, offsets_by_table
 
@@ -199,3 +201,16 @@ def log_ends(offsets: set[tuple[str, int, int]]) -> dict[str, dict[int, int]]:
     for topic, partition, offset in offsets:
         ends.setdefault(topic, {})[partition] = max(ends.get(topic, {}).get(partition, 0), offset + 1)
     return ends
+
+
+def use_stream_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], warden: dict[str, str] | None = None) -> None:
+    """Make ``env``'s ``STREAMWARDEN_*`` variables (and only those) this process's, with the warden's settings
+    (``STREAMWARDEN_WARDEN_<name>``) and the Spark connection the hook builds spark-submit from (local[2])."""
+    for name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        if name.startswith("STREAMWARDEN_"):
+            monkeypatch.setenv(name, value)
+    for name, value in (warden or {}).items():
+        monkeypatch.setenv(f"STREAMWARDEN_WARDEN_{name}", value)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))

@@ -40,7 +40,7 @@ from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import LIFECYCLE_POOL, stop_stream
 from streamwarden.wire import DEMO_SCHEMA
-from support import all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env
+from support import all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env, use_stream_env
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "plan_recovery", "stop_if_dry_run", "approve", "hold_and_stop", "archive_checkpoint",
@@ -74,19 +74,11 @@ def test_shape_params_and_documentation() -> None:
         assert words in dag.doc_md, words
 
 
-def _use(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        if name.startswith("STREAMWARDEN_"):
-            monkeypatch.setenv(name, value)
-
-
 @pytest.mark.usefixtures("airflow_db")
 def test_bad_params_are_named_and_refused_before_anything_changes(
         broker: LocalBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env = stream_env(tmp_path / "home", broker.bootstrap_servers, "bad-params-.*", pipeline="sessions")
-    _use(env, monkeypatch)
+    use_stream_env(monkeypatch, env)
     settings = settings_of(env)
     run = _dag().test(run_conf={"target": "offsets", "offsets": {"elsewhere": {"0": 5}, "bad-params-1": {"0": -3}},
                                 "dry_run": False})
@@ -159,10 +151,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
     env = stream_env(base / "home", broker.bootstrap_servers, f"{prefix}-.*", pipeline="sessions",
                      session_buckets="8")
     monkeypatch = pytest.MonkeyPatch()
-    _use(env, monkeypatch)
-    for name, value in WARDEN.items():
-        monkeypatch.setenv(f"STREAMWARDEN_WARDEN_{name}", value)
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    use_stream_env(monkeypatch, env, WARDEN)
     settings = settings_of(env)
     sites = [f"{prefix}-{i}" for i in range(2)]
     options = ProducerOptions(prefix=prefix, sites=2, partitions=2, sessions_per_site=3, rows_per_snapshot=4,

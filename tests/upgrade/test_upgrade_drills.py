@@ -15,7 +15,6 @@ One session stream reads two sites of the demo producer, which keeps producing t
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -39,7 +38,7 @@ from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import stop_stream
 from streamwarden.wire import DEMO_SCHEMA
-from support import all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env
+from support import all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env, use_stream_env
 
 pytestmark = pytest.mark.slow
 
@@ -102,14 +101,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
     env = stream_env(base / "home", broker.bootstrap_servers, f"{prefix}-.*", pipeline="sessions",
                      session_buckets="8")
     monkeypatch = pytest.MonkeyPatch()
-    for name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        if name.startswith("STREAMWARDEN_"):
-            monkeypatch.setenv(name, value)
-    for name, value in WARDEN.items():
-        monkeypatch.setenv(f"STREAMWARDEN_WARDEN_{name}", value)
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    use_stream_env(monkeypatch, env, WARDEN)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
     settings = settings_of(env)
     releases = settings.home / "releases"

@@ -23,10 +23,10 @@ from enum import StrEnum
 from typing import Any
 
 from streamwarden.failures import ConfigError
+from streamwarden.params import dry_and_reason
 from streamwarden.settings import Settings, validate_topic_name
 from streamwarden.tables.location import pipeline_tables
 
-MAX_REASON = 500
 OffsetTarget = dict[str, dict[int, int]]
 """Offsets to resume from: topic -> partition -> offset."""
 
@@ -96,15 +96,10 @@ def request_from_params(params: Mapping[str, Any], settings: Settings) -> Recove
         if target is Target.VERSIONS else {}
     as_of = _as_of(params.get("as_of"), problems) if target is Target.AS_OF else None
     offsets = _offsets(params.get("offsets") or {}, settings, problems) if target is Target.OFFSETS else {}
-    dry_run = params.get("dry_run", True)
-    if not isinstance(dry_run, bool):
-        problems.append(f"Param dry_run: expected true or false, got {dry_run!r}")
-    reason = params.get("reason") or ""
-    if not isinstance(reason, str) or len(reason) > MAX_REASON:
-        problems.append(f"Param reason: expected text of at most {MAX_REASON} characters")
+    dry_run, reason = dry_and_reason(params, problems)
     if problems or target is None:
         raise ConfigError("; ".join(problems), details={"params": dict(params)})
-    return RecoveryRequest(target, versions, as_of, offsets, bool(dry_run), str(reason))
+    return RecoveryRequest(target, versions, as_of, offsets, dry_run, reason)
 
 
 def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[str, int]:

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamwarden.failures import ConfigError
+from streamwarden.params import dry_and_reason
 from streamwarden.settings import Settings
 from streamwarden.upgrade.release import Release, read_release
 
 MIN_HEALTH_MINUTES = 0.25
 MAX_HEALTH_MINUTES = 240.0
 DEFAULT_HEALTH_MINUTES = 10.0
-MAX_REASON = 500
 ARCHIVE = "archive"
 """Folder under the checkpoint root holding checkpoint copies (never a query's checkpoint)."""
 
@@ -76,15 +76,10 @@ def request_from_params(params: Mapping[str, Any], settings: Settings) -> Upgrad
         problems.append(f"Param health_minutes: expected a number of minutes from {MIN_HEALTH_MINUTES:g} to "
                         f"{MAX_HEALTH_MINUTES:g}, got {minutes!r}")
         health = DEFAULT_HEALTH_MINUTES
-    dry_run = params.get("dry_run", True)
-    if not isinstance(dry_run, bool):
-        problems.append(f"Param dry_run: expected true or false, got {dry_run!r}")
-    reason = params.get("reason") or ""
-    if not isinstance(reason, str) or len(reason) > MAX_REASON:
-        problems.append(f"Param reason: expected text of at most {MAX_REASON} characters")
+    dry_run, reason = dry_and_reason(params, problems)
     if settings.query_name == ARCHIVE:
         problems.append(f"STREAMWARDEN_QUERY_NAME {ARCHIVE!r} is the folder of the checkpoint copies under the "
                         "checkpoint root; an upgrade cannot copy this checkpoint")
     if problems or release is None:
         raise ConfigError("; ".join(problems), details={"params": {k: params[k] for k in sorted(params)}})
-    return UpgradeRequest(release, health, bool(dry_run), str(reason))
+    return UpgradeRequest(release, health, dry_run, reason)
