@@ -20,11 +20,13 @@ import pytest
 
 from stream_output import commit_batch, settings_for
 from streamwarden.atomic import write_json_atomic
+from streamwarden.failures import EXIT_CODES, FailureClass, FailureDocument, IntegrityError
 from streamwarden.local.broker import LocalBroker
 from streamwarden.recovery import steps
 from streamwarden.recovery.plan import RecoveryPlan
 from streamwarden.recovery.request import request_from_params
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
+from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import Runs
@@ -165,3 +167,17 @@ def test_a_kill_9_anywhere_then_a_rerun_ends_as_an_uninterrupted_run(
         {k: v for k, v in expected.items() if k not in ("tables", "archived", "recoveries")}
     assert [r[1:] for r in state["recoveries"]] == [r[1:] for r in expected["recoveries"]], "recorded once"
     shutil.rmtree(tmp_path / "reference")
+
+
+def test_the_wait_for_the_replay_fails_at_once_when_the_stream_stopped_with_a_failure(
+        case: tuple[str, dict[int, int], Callable[[Path], Settings]], tmp_path: Path) -> None:
+    topic, ends, make = case
+    settings = make(tmp_path)
+    executed = _execute(settings, _plan(settings))
+    done, behind = steps.caught_up(settings, executed)
+    assert not done and set(behind) == {f"{topic}[{p}]" for p in ends}, "nothing replayed yet: wait"
+    write_failure(settings.failure_path, FailureDocument(FailureClass.INTEGRITY, "update before its snapshot",
+                                                         EXIT_CODES[FailureClass.INTEGRITY], topic, 0, 7))
+    with pytest.raises(IntegrityError, match="stopped during the replay: update before its snapshot") as raised:
+        steps.caught_up(settings, executed)
+    assert (raised.value.topic, raised.value.partition, raised.value.offset) == (topic, 0, 7)

@@ -35,12 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from streamwarden.atomic import read_json, write_json_atomic
-from streamwarden.failures import ConfigError, IntegrityError
+from streamwarden.failures import (
+    ConfigError,
+    DataLossError,
+    EnvironmentFailure,
+    FailureClass,
+    IntegrityError,
+    MalformedDataError,
+    StreamwardenError,
+)
 from streamwarden.maintenance.lock import table_lock
 from streamwarden.maintenance.steps import maintenance_folder
 from streamwarden.recovery.plan import RecoveryPlan, make_plan
 from streamwarden.recovery.request import RecoveryRequest, Target
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE, committed_offsets, initial_offsets
+from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.hold import take_hold
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
@@ -49,6 +58,9 @@ from streamwarden.validation.report import LAST_VALIDATED, last_validated, valid
 from streamwarden.warden.launcher import running_holder
 
 log = logging.getLogger("streamwarden.recovery")
+_CLASSES: dict[FailureClass, type[StreamwardenError]] = {
+    error.failure_class: error for error in (EnvironmentFailure, DataLossError, IntegrityError, MalformedDataError,
+                                             ConfigError)}
 RECOVERIES_LOG = "recoveries.jsonl"
 
 
@@ -213,7 +225,14 @@ def _record(settings: Settings, executed: RecoveryPlan) -> None:
 
 def caught_up(settings: Settings, executed: RecoveryPlan) -> tuple[bool, dict[str, Any]]:
     """Whether the new checkpoint has committed up to every partition's log end the plan saw (a partition with
-    nothing to replay needs no batch); the partitions still behind."""
+    nothing to replay needs no batch); the partitions still behind. A stream that stopped with a failure
+    document raises its class at once (there is nothing to wait for); one that stopped without one is left to
+    the warden, which restarts it."""
+    failure = read_failure(settings.failure_path)
+    if failure is not None and running_holder(settings) is None:
+        raise _CLASSES.get(failure.failure_class, StreamwardenError)(
+            f"the stream stopped during the replay: {failure.message}", topic=failure.topic,
+            partition=failure.partition, offset=failure.offset, details={"failure": failure.to_json()})
     committed = committed_offsets(settings.checkpoint_location) or {}
     behind = {f"{p.topic}[{p.partition}]": {"committed": committed.get(p.topic, {}).get(str(p.partition)),
                                              "needed": p.log_end}

@@ -32,7 +32,7 @@ log = logging.getLogger("streamwarden.recovery")
 PLAN_TASK = "plan_recovery"
 EXECUTED_TASK = "hold_and_stop"
 STEP_IDS = ("check_params", PLAN_TASK, EXECUTED_TASK, "archive_checkpoint", "restore_tables", "seed_checkpoint",
-            "start_stream", "validate")
+            "start_stream", "wait_caught_up", "validate")
 _ACTIONS = {
     "CONFIG": ("Fix the Param named in the message and trigger recover_stream again (a dry run first). If the "
                "stream is held (`streamwarden status`, run/hold.json), re-run the failed task: every step is "

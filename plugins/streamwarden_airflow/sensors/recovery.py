@@ -9,11 +9,13 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from streamwarden.recovery import steps
 from streamwarden.recovery.plan import RecoveryPlan
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
+from streamwarden_airflow.operators.failing import run_step
 
 
 class CaughtUpSensor(BaseSensorOperator):
     """Waits until the new checkpoint has committed up to the log end of every partition the plan saw (before
-    that, validation would find the tables ahead of the checkpoint). Each poke logs the partitions behind.
+    that, validation would find the tables ahead of the checkpoint). Each poke logs the partitions behind; a
+    stream that stopped with a failure document fails it at once, with that failure's class and evidence.
 
     :param plan_task_id: the task that pushed the executed :class:`~streamwarden.recovery.plan.RecoveryPlan`
     """
@@ -25,7 +27,8 @@ class CaughtUpSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         executed = RecoveryPlan.from_json(context["ti"].xcom_pull(task_ids=self.plan_task_id))
-        done, behind = steps.caught_up(DeltaTablesHook().settings, executed)
+        settings = DeltaTablesHook().settings
+        done, behind = run_step(context, lambda: steps.caught_up(settings, executed))
         self.log.info("replay: %s", "caught up" if done else f"{len(behind)} partition(s) behind: "
                       + ", ".join(f"{tp} at {where['committed']} of {where['needed']}"
                                   for tp, where in list(behind.items())[:10]))
