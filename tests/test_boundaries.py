@@ -23,7 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.failures", "streamwarden.wire",
-          "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules")
+          "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules",
+          "streamwarden.params")
 
 
 @dataclass(frozen=True)
