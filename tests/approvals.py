@@ -60,7 +60,9 @@ def detail_path(dag_id: str, run_id: str, task_id: str) -> str:
 
 def _pending(call: Call, dag_id: str, run_id: str | None, task_id: str,
              since: datetime | None) -> dict[str, Any] | None:
-    """The newest unanswered request of ``task_id`` in ``run_id`` (any run when None) created after ``since``."""
+    """The newest unanswered request of ``task_id`` in ``run_id`` (any run when None) created after ``since``,
+    once its task waits for the answer (``awaiting_input``): the request is stored a moment before the task
+    parks, and an answer in between races the task's own state change (the task then fails)."""
     dag, run, task = _quoted(dag_id, run_id or "~", task_id)
     status, document = call("GET", f"/api/v2/dags/{dag}/dagRuns/{run}/hitlDetails"
                                    f"?task_id={task}&response_received=false&order_by=-created_at", None)
@@ -68,7 +70,7 @@ def _pending(call: Call, dag_id: str, run_id: str | None, task_id: str,
         return None
     for detail in document.get("hitl_details", []):
         created = datetime.fromisoformat(detail["created_at"].replace("Z", "+00:00"))
-        if since is None or created >= since:
+        if (since is None or created >= since) and detail["task_instance"].get("state") == "awaiting_input":
             return dict(detail)
     return None
 
