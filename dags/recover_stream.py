@@ -76,6 +76,7 @@ from airflow.sdk import DAG, Param
 
 from streamwarden.params import MAX_REASON
 from streamwarden_airflow.operators.recovery import (
+    APPROVAL_TASK,
     ArchiveCheckpointOperator,
     CheckRecoveryParamsOperator,
     HoldAndStopOperator,
@@ -126,7 +127,7 @@ with DAG(
     stop_if_dry_run = ShortCircuitOperator(task_id="stop_if_dry_run", python_callable=_not_dry_run,
                                            ignore_downstream_trigger_rules=False)
     approve = ApprovalOperator(
-        task_id="approve",
+        task_id=APPROVAL_TASK,
         subject="recover_stream: approve recovery {{ ti.xcom_pull(task_ids='plan_recovery')['recovery_id'] }}",
         body=APPROVAL_BODY, defaults="Reject", response_timeout=timedelta(hours=6))
     hold_and_stop = HoldAndStopOperator(task_id="hold_and_stop")

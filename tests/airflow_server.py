@@ -95,6 +95,23 @@ class AirflowServer:
     def log_tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
 
+    def task_logs(self, dag_id: str, run_id: str, task_id: str, chars: int = 6000) -> str:
+        """The tail of every attempt's log of one task (under ``$AIRFLOW_HOME/logs``), for a failure message."""
+        folder = self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+        files = sorted(folder.rglob("*.log")) if folder.is_dir() else []
+        tails = [f"== {f.name}\n{f.read_text(errors='replace')[-chars:]}" for f in files]
+        return "\n".join(tails) or f"(no log in {folder})"
+
+    def parked(self, dag_id: str, run_id: str, task_id: str) -> bool:
+        """Whether the scheduler has seen the worker of ``task_id`` exit after parking it (``awaiting_input``).
+
+        Airflow 3.3 races an answer given before that: the answer re-queues the task, the parking worker's
+        late "success" then finds it queued and the scheduler marks it failed ("state changed externally").
+        The scheduler's log is the only place that shows the exit was processed."""
+        line = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id}, "
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return any("state=awaiting_input" in row for row in text.splitlines() if line in row)
+
     def wait(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         """Poll ``predicate`` every second; AssertionError with the log's tail on timeout or if Airflow exited."""
         deadline = time.monotonic() + timeout

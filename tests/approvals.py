@@ -95,8 +95,9 @@ def _run_state(call: Call, dag_id: str, run_id: str) -> str | None:
 
 
 def answer_over_rest(api: AirflowApi, dag_id: str, run_id: str, task_id: str, option: str, *,
-                     timeout: float = 300) -> Approval:
-    """Wait until ``task_id`` of run ``run_id`` asks, then answer ``option`` through a real api-server.
+                     settled: Callable[[], bool] = lambda: True, timeout: float = 300) -> Approval:
+    """Wait until ``task_id`` of run ``run_id`` asks and ``settled()`` holds, then answer ``option`` through a
+    real api-server (``settled``: e.g. ``AirflowServer.parked``, the scheduler done with the parking worker).
 
     Raises AssertionError when the run ends first (it never asked) or nothing asks within ``timeout``.
     """
@@ -105,7 +106,7 @@ def answer_over_rest(api: AirflowApi, dag_id: str, run_id: str, task_id: str, op
 
     approval = Approval(dag_id, task_id, option, run_id=run_id)
     deadline = time.monotonic() + timeout
-    while (detail := _pending(call, dag_id, run_id, task_id, None)) is None:
+    while (detail := _pending(call, dag_id, run_id, task_id, None)) is None or not settled():
         state = _run_state(call, dag_id, run_id)
         if state in ENDED:
             raise AssertionError(f"{dag_id}/{run_id} ended ({state}) before {task_id} asked for an answer")

@@ -30,6 +30,7 @@ from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
 
 log = logging.getLogger("streamwarden.recovery")
 PLAN_TASK = "plan_recovery"
+APPROVAL_TASK = "approve"
 EXECUTED_TASK = "hold_and_stop"
 STEP_IDS = ("check_params", PLAN_TASK, EXECUTED_TASK, "archive_checkpoint", "restore_tables", "seed_checkpoint",
             "start_stream", "wait_caught_up", "validate")
@@ -194,7 +195,7 @@ class RecoveryReportOperator(BaseOperator):
         if plan.request.dry_run:
             outcome = "dry run: nothing changed"
         elif executed is None:
-            outcome = "not approved (rejected or timed out): nothing changed"
+            outcome = _not_approved(ti.xcom_pull(task_ids=APPROVAL_TASK))
         elif results["validate"] is None:
             outcome = "recovered, not validated (a step did not run; see the run)"
         else:
@@ -210,3 +211,11 @@ class RecoveryReportOperator(BaseOperator):
         return {"recovery_id": plan.recovery_id, "outcome": outcome, "report": str(report),
                 "validation": results["validate"], "restored": results["restore_tables"],
                 "resume": results["seed_checkpoint"]}
+
+
+def _not_approved(answer: dict[str, Any] | None) -> str:
+    """Why a real run stopped before acting: the answer the approval task recorded, or none."""
+    if answer is None:
+        return ("not approved: the approval task recorded no answer (it failed or was marked so; see its log): "
+                "nothing changed; trigger recover_stream again")
+    return f"not approved (answered {answer.get('chosen_options')}; a timeout answers Reject): nothing changed"
