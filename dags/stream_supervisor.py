@@ -68,11 +68,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param
 
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden_airflow.operators import AlertOperator, DecideOperator, RestartStreamOperator
 from streamwarden_airflow.sensors import BackoffSensor, StreamHealthSensor
+from streamwarden_airflow.triggers import stream_watch_asset
 
 warden = load_warden_settings()
 
@@ -80,7 +81,8 @@ with DAG(
     dag_id="stream_supervisor",
     description="The warden: judge the stream's health, restart what a restart fixes, call a person otherwise.",
     doc_md=__doc__,
-    schedule="*/2 * * * *",
+    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("*/2 * * * *", timezone="UTC"),
+                                 assets=stream_watch_asset()),
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,

@@ -77,8 +77,11 @@ def test_restart_stops_the_judged_stream_starts_a_new_one_and_records_each_start
     assert second.started and second.pid not in (None, first.pid)
     assert second.to_json()["stopped"]["method"] == "drained" and second.to_json()["stopped"]["pid"] == first.pid
     assert len(load_history(settings).starts) == 2
-    assert _sent(settings) == [("info", f"stream restarted as pid {first.pid} (DEAD)", "run1"),
-                               ("info", f"stream restarted as pid {second.pid} (HUNG)", "run2")]
+    assert first.startup_s is not None and second.startup_s is not None
+    sent = _sent(settings)  # the first start on this run root is no news: only the restart is alerted
+    assert [(severity, source) for severity, _, source in sent] == [("info", "run2")], sent
+    assert sent[0][1].startswith(f"stream restarted as pid {second.pid} (HUNG; hung): stopped in "), sent
+    assert f"lease taken {second.startup_s:.1f}s after launch" in sent[0][1]
 
 
 def test_a_stream_started_since_the_check_is_left_alone_unless_forced(
@@ -86,7 +89,7 @@ def test_a_stream_started_since_the_check_is_left_alone_unless_forced(
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):  # someone started it: this process
         left = restart_stream(settings, _verdict(Overall.DEAD), start=_never, stop=_never, send=send)
     assert left == RestartOutcome(False, os.getpid(), None)
-    assert left.to_json() == {"started": False, "pid": os.getpid(), "stopped": None}
+    assert left.to_json() == {"started": False, "pid": os.getpid(), "startup_s": None, "stopped": None}
     assert load_history(settings).starts == [] and read_alerts(alerts_path(settings)) == []
 
     running = launch("drain")()

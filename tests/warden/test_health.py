@@ -122,3 +122,31 @@ def test_unreachable_broker_is_reported_not_raised(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:9")
     verdict = _judge(settings, load_warden_settings(broker_timeout=2))
     assert verdict.overall is Overall.DEAD and verdict.lag.broker_error and verdict.lag.lag_status is LagStatus.ERR
+
+
+def test_a_new_start_is_not_judged_stalled_before_its_first_commit(settings: Settings) -> None:
+    """The first batch of a start runs with records waiting and nothing committed yet: the lag is STARTING (no
+    alarm) until the start's first commit, and Burrow's window then holds only the checks of this start."""
+    prefix = settings.topic_pattern.removesuffix("-.*")
+    topic = f"{prefix}-s0"
+    create_topics({"bootstrap.servers": settings.bootstrap_servers}, [topic], partitions=2)
+    ends = produce_raw(settings.bootstrap_servers, [topic], 400)
+    _commit(settings, 0, {topic: {"0": 0, "1": 0}})  # a previous start committed nothing of them
+    t0 = time.time()
+    with CheckpointLease(settings.lease_path, settings.checkpoint_location):
+        write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
+        for i in range(4):  # longer than the window, the first batch still running
+            verdict = _judge(settings, now=t0 + 5 * i)
+            assert verdict.lag.lag_status is LagStatus.STARTING, verdict.table()
+            assert verdict.overall is Overall.HEALTHY and verdict.reasons == [], verdict.table()
+            assert verdict.progress_threshold_s == WARDEN.startup_grace, "first batch: the start-up grace"
+        assert json.loads(settings.root("run").joinpath("warden", "health.json").read_text())["lag"] == {
+            f"{topic}:0": [], f"{topic}:1": []}, "no window before the first commit"
+
+        time.sleep(0.05)  # the commit file's time is after the lease's
+        _commit(settings, 1, {topic: {str(p): end for p, end in ends[topic].items()}})
+        _beat(settings, 1, at=t0 + 40)
+        verdict = _judge(settings, now=t0 + 41)
+        assert verdict.lag.lag_status is LagStatus.OK and verdict.overall is Overall.HEALTHY, verdict.table()
+        windows = json.loads(settings.root("run").joinpath("warden", "health.json").read_text())["lag"]
+        assert [len(rows) for rows in windows.values()] == [1, 1]

@@ -44,3 +44,13 @@ def test_window_slides_and_worst_status() -> None:
     assert LagObservation.from_json(observations[0].to_json()) == observations[0]
     assert worst([LagStatus.OK, LagStatus.STOP, LagStatus.WARN]) is LagStatus.STOP
     assert worst([]) is LagStatus.OK
+
+
+def test_a_window_keeps_only_the_checks_of_its_start() -> None:
+    before = [LagObservation(0, 10, 100, 0, start=1.0), LagObservation(60, 10, 100, 0, start=1.0)]
+    after = slide(before, LagObservation(120, 10, 100, 0, start=2.0), size=10)
+    assert [o.start for o in after] == [2.0], "a restarted stream is not judged by its predecessor's offsets"
+    assert evaluate(after, 120) is LagStatus.OK
+    assert LagObservation.from_json([0, 1, 2, 3]) == LagObservation(0, 1, 2, 3, 0.0), "rows kept before starts"
+    assert worst([LagStatus.OK, LagStatus.STARTING]) is LagStatus.STARTING
+    assert worst([LagStatus.STARTING, LagStatus.WARN]) is LagStatus.WARN

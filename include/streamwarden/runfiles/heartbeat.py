@@ -30,6 +30,7 @@ class Heartbeat:
     latest_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
     state: list[dict[str, Any]] = field(default_factory=list)
     durations_ms: dict[str, int] = field(default_factory=dict)
+    batch_p99_ms: int | None = None  # this process's batches of the last hour, its first left out
 
     def age_seconds(self, now: datetime | None = None) -> float:
         """Seconds since this heartbeat was written."""

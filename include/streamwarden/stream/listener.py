@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
+from streamwarden.stream.batch_durations import BatchDurations
 
 log = logging.getLogger("streamwarden.runfiles.heartbeat")
 
@@ -38,6 +40,7 @@ class HeartbeatListener(StreamingQueryListener):
         self.path = path
         self.trigger_interval_s = trigger_interval_s
         self.last: Heartbeat | None = None
+        self.durations = BatchDurations()
 
     def _write(self, heartbeat: Heartbeat) -> None:
         self.last = heartbeat
@@ -59,6 +62,8 @@ class HeartbeatListener(StreamingQueryListener):
         progress = event.progress
         source = progress.sources[0] if progress.sources else None
         durations = {k: int(v) for k, v in (progress.durationMs or {}).items()}
+        now = time.time()
+        self.durations.add(at=now, ms=int(progress.batchDuration))
         self._write(Heartbeat(
             event="progress",
             query_id=str(progress.id),
@@ -75,6 +80,7 @@ class HeartbeatListener(StreamingQueryListener):
             latest_offsets=_offsets(source.latestOffset if source else None),
             state=[json.loads(op.json) for op in progress.stateOperators],
             durations_ms=durations,
+            batch_p99_ms=self.durations.p99_ms(now),
         ))
 
     def onQueryIdle(self, event: Any) -> None:

@@ -19,7 +19,12 @@ from streamwarden.settings import Settings
 from streamwarden.warden.alerts import Alert, alerts_path, already_sent
 from streamwarden.warden.decision import Action, Decision
 from streamwarden.warden.health import HealthVerdict
-from streamwarden.warden.launcher import StreamAlreadyRunningError, StreamLaunchFailedError, running_holder
+from streamwarden.warden.launcher import (
+    StreamAlreadyRunningError,
+    StreamLaunchFailedError,
+    read_launch_record,
+    running_holder,
+)
 from streamwarden.warden.restart_policy import load_history, save_history
 from streamwarden.warden.stop import StopOutcome
 
@@ -42,9 +47,10 @@ class RestartOutcome:
     started: bool
     pid: int | None
     stopped: StopOutcome | None
+    startup_s: float | None = None  # launch until the new driver held the lease
 
     def to_json(self) -> dict[str, Any]:
-        return {"started": self.started, "pid": self.pid,
+        return {"started": self.started, "pid": self.pid, "startup_s": self.startup_s,
                 "stopped": None if self.stopped is None else self.stopped.to_json()}
 
 
@@ -67,8 +73,9 @@ def restart_stream(settings: Settings, verdict: HealthVerdict, *, start: StartSt
     A stream someone else started since ``verdict`` was judged (another run, a person) is left alone,
     unless ``force``: the lease holder seen now is not the one the verdict is about. Nothing is stopped
     while a recovery or an upgrade holds the stream (:class:`~streamwarden.runfiles.hold.StreamHeldError`).
-    Every launch, a failed one too, is recorded in the restart history (backoff, breaker) and alerted; a
-    failed launch is re-raised.
+    Every launch, a failed one too, is recorded in the restart history (backoff, breaker) and alerted (with
+    how long the stop took and how long the new driver took to hold the lease), except the very first start on a
+    run root (nothing had run: no news); a failed launch is re-raised.
     ``source`` (which DAG run) goes into the alerts.
     """
     refuse_if_held(settings, "restarting the stream")
@@ -78,8 +85,11 @@ def restart_stream(settings: Settings, verdict: HealthVerdict, *, start: StartSt
                  holder.pid, verdict.pid)
         return RestartOutcome(False, holder.pid, None)
     log.info("restarting the stream (%s; reason: %s)", verdict.label, reason or "scheduled check")
+    # nothing ever ran on this run root: no launch recorded, no heartbeat written
+    first = read_launch_record(settings) is None and not settings.heartbeat_path.exists()
     stopped = stop()
     log.info("stop: %s after %.1fs", stopped.method.value, stopped.seconds)
+    launched = time.monotonic()
     try:
         pid = start()
     except StreamAlreadyRunningError as exc:
@@ -90,11 +100,18 @@ def restart_stream(settings: Settings, verdict: HealthVerdict, *, start: StartSt
         send(Alert.from_verdict("critical", f"stream launch failed (exit {exc.exit_code})", verdict.to_json(),
                                 f"read {exc.log_path}", source=source))
         raise
+    startup = round(time.monotonic() - launched, 1)
     _record_start(settings)
-    log.info("the stream runs as pid %d; logs under %s", pid, settings.root("run") / "logs")
-    send(Alert.from_verdict("info", f"stream restarted as pid {pid} ({verdict.label})", verdict.to_json(),
-                            "none: the next check judges the new run", source=source))
-    return RestartOutcome(True, pid, stopped)
+    log.info("the stream runs as pid %d (lease taken %.1fs after launch); logs under %s", pid, startup,
+             settings.root("run") / "logs")
+    if first:  # a first start is no news: nothing to alert until the stream has run
+        log.info("first start of the stream on %s: not alerted", settings.root("run"))
+        return RestartOutcome(True, pid, stopped, startup)
+    because = f"; {reason}" if reason else ""
+    send(Alert.from_verdict("info", f"stream restarted as pid {pid} ({verdict.label}{because}): stopped in "
+                                    f"{stopped.seconds:.1f}s, lease taken {startup:.1f}s after launch",
+                            verdict.to_json(), "none: the next check judges the new run", source=source))
+    return RestartOutcome(True, pid, stopped, startup)
 
 
 def alert_decision(settings: Settings, verdict: HealthVerdict, decision: Decision, *, send: SendAlert,

@@ -3,10 +3,12 @@
 Signals (thresholds in :class:`~streamwarden.warden.settings.WardenSettings`):
 
 * alive: a live process holds the checkpoint lease (a SIGSTOPped one is alive, and shows ``stopped``);
-* progressing: heartbeat age <= max(3 x trigger, floor), and the batch id advances while records wait;
+* progressing: heartbeat age <= the progress limit (:mod:`.limits`: the start-up grace until the first batch,
+  then max(3 x trigger, floor, 3 x p99 batch)), and the batch id advances while records wait;
 * keeping up: processed rate vs input rate, batch duration vs trigger (judged only while records wait);
 * lag per topic-partition (high watermark - committed offset), judged by Burrow's rules (:mod:`.lag`)
-  over a window kept in ``<run_root>/warden/health.json`` so successive checks see the history;
+  over a window kept in ``<run_root>/warden/health.json`` so successive checks see the history; only checks
+  of the current start count, and before its first commit the lag is ``STARTING``;
 * retention risk: age of the oldest unprocessed record against the topic's ``retention.ms``.
 
 Overall: ``FAILED`` (the job exited with a classified failure), ``DEAD`` (not running, no failure),
@@ -35,6 +37,7 @@ from streamwarden.settings import Settings
 from streamwarden.warden.broker_view import BrokerView, observe_broker
 from streamwarden.warden.lag import LagObservation, LagStatus, evaluate, slide, worst
 from streamwarden.warden.launcher import read_launch_record, running_holder
+from streamwarden.warden.limits import progress_limit
 from streamwarden.warden.settings import WardenSettings
 
 
@@ -248,7 +251,8 @@ def assess(settings: Settings, warden: WardenSettings, now: float | None = None)
     heartbeat = read_heartbeat(settings.heartbeat_path)
     committed = committed_offsets(settings.checkpoint_location) or {}
     broker = observe_broker(settings, committed, warden.broker_timeout, now)
-    partitions, lag_windows = _judge_lag(settings, committed, broker, state, warden=warden, now=now)
+    start = datetime.fromisoformat(holder.started_at).timestamp() if holder is not None else 0.0
+    partitions, lag_windows = _judge_lag(settings, committed, broker, state, warden=warden, now=now, start=start)
     lag = LagFacts.of(partitions, broker)
     state = replace(state, lag=lag_windows)
     if holder is None:
@@ -278,12 +282,9 @@ def _not_running(settings: Settings, warden: WardenSettings, now: float, checked
 def _running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *, holder: LeaseHolder,
              heartbeat: Heartbeat | None, batch: BatchSeen | None,
              lag: LagFacts) -> tuple[HealthVerdict, BatchSeen | None]:
-    trigger = (heartbeat.trigger_interval_s if heartbeat and heartbeat.trigger_interval_s
-               else settings.trigger_interval)
-    threshold = max(3 * trigger, warden.heartbeat_floor)
     process_state = _process_state(holder)
     running = HealthVerdict(Overall.HEALTHY, [], checked_at, alive=True, pid=holder.pid,
-                            process_state=process_state, progress_threshold_s=threshold, lag=lag)
+                            process_state=process_state, progress_threshold_s=warden.startup_grace, lag=lag)
     if heartbeat is None or heartbeat.pid != holder.pid:
         started = datetime.fromisoformat(holder.started_at).timestamp()
         if now - started <= warden.startup_grace:
@@ -292,6 +293,10 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
         return replace(running, overall=Overall.HUNG,
                        reasons=[f"no heartbeat {now - started:.0f}s after the lease was taken "
                                 f"(grace {warden.startup_grace:g}s)"]), None
+    trigger = heartbeat.trigger_interval_s or settings.trigger_interval
+    limit = progress_limit(heartbeat, settings.trigger_interval, warden)
+    threshold = limit.seconds
+    running = replace(running, progress_threshold_s=threshold)
 
     if batch is None or batch.pid != holder.pid or batch.batch_id != heartbeat.batch_id:
         batch = BatchSeen(holder.pid, heartbeat.batch_id, now)
@@ -301,7 +306,7 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
     stale = age > threshold
     stuck = lag.total_lag > 0 and stuck_for > threshold
     if stale:
-        reasons.append(f"heartbeat is {age:.0f}s old (limit {threshold:g}s)")
+        reasons.append(f"heartbeat is {age:.0f}s old (limit {limit.describe()})")
     if stuck:
         reasons.append(f"batch {heartbeat.batch_id} unchanged for {stuck_for:.0f}s while "
                        f"{lag.total_lag} records wait")
@@ -309,7 +314,7 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
         reasons.append("the lease holder process is stopped (SIGSTOP)")
     progressing = not (stale or stuck)
     keeping_up = _keeping_up(heartbeat, lag.total_lag, trigger, warden, reasons)
-    if lag.lag_status is not LagStatus.OK:
+    if lag.lag_status not in (LagStatus.OK, LagStatus.STARTING):
         reasons.append(f"lag {lag.lag_status.value} (Burrow)")
     if lag.retention_at_risk:
         reasons.append("unprocessed records near the end of their retention")
@@ -344,24 +349,32 @@ def _process_state(holder: LeaseHolder) -> str | None:
 
 
 def _judge_lag(settings: Settings, committed: OffsetDoc, broker: BrokerView, state: HealthState, *,
-               warden: WardenSettings, now: float
+               warden: WardenSettings, now: float, start: float
                ) -> tuple[list[PartitionHealth], dict[str, list[list[float | int]]]]:
+    """Lag per partition judged over the checks of the current ``start`` (0: nothing runs); ``STARTING`` while
+    records wait and the process running since ``start`` has committed nothing yet (no window kept then)."""
     commits = commit_batches(settings.checkpoint_location)
     committed_at = (settings.checkpoint_location / "commits" / str(commits[-1])).stat().st_mtime if commits \
         else now
+    first_batch_pending = start > 0 and (not commits or committed_at < start)
     windows: dict[str, list[list[float | int]]] = {}
     found = []
     for tp, (low, high) in sorted(broker.watermarks.items()):
         key = f"{tp.topic}:{tp.partition}"
         position = committed.get(tp.topic, {}).get(str(tp.partition))
-        observation = LagObservation(now, low if position is None else position, high, committed_at)
-        window = slide([LagObservation.from_json(r) for r in state.lag.get(key, [])], observation,
-                       warden.lag_window)
-        windows[key] = [o.to_json() for o in window]
+        observation = LagObservation(now, low if position is None else position, high, committed_at, start)
+        if first_batch_pending:
+            windows[key] = []
+            status = LagStatus.STARTING if observation.lag > 0 else LagStatus.OK
+        else:
+            window = slide([LagObservation.from_json(r) for r in state.lag.get(key, [])], observation,
+                           warden.lag_window)
+            windows[key] = [o.to_json() for o in window]
+            status = evaluate(window, now)
         retention = broker.retention_ms.get(tp.topic)
         age = broker.oldest_unprocessed_age_s.get(tp)
         at_risk = retention is not None and retention > 0 and age is not None and \
             age * 1000 >= warden.retention_risk * retention
         found.append(PartitionHealth(tp.topic, tp.partition, position, high, observation.lag,
-                                     evaluate(window, now), age, retention, at_risk))
+                                     status, age, retention, at_risk))
     return found, windows

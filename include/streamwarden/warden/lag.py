@@ -9,6 +9,11 @@ Burrow's order, for a window in which the lag was never zero (any zero lag means
 * ``STALL``: the committed offset did not move over the window while the lag stayed or grew;
 * ``WARN``: offsets move but the lag never shrank over the window (falling behind);
 * else ``OK``. A window of fewer than two observations is ``OK`` unless it shows ``ERR``.
+
+A window holds only the checks of the current start of the stream (``start``: when its process took the
+lease): a restarted stream is not judged by its predecessor's offsets. Before the first commit of a start
+the status is ``STARTING`` and no observation is kept: nothing has been committed yet, so every partition
+would otherwise look stalled while the first batch runs.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ class LagStatus(StrEnum):
     """Burrow's partition states, worst last."""
 
     OK = "OK"
+    STARTING = "STARTING"  # not Burrow's: before the first commit of the stream's current start
     WARN = "WARN"
     STALL = "STALL"
     STOP = "STOP"
@@ -40,17 +46,18 @@ class LagObservation:
     committed: int
     high_watermark: int
     committed_at: float  # when the committed offset was last written (the checkpoint's commit file)
+    start: float = 0.0  # when the process that made the check's commits took the lease (0: none running)
 
     @property
     def lag(self) -> int:
         return max(self.high_watermark - self.committed, 0)
 
     def to_json(self) -> list[float | int]:
-        return [self.observed_at, self.committed, self.high_watermark, self.committed_at]
+        return [self.observed_at, self.committed, self.high_watermark, self.committed_at, self.start]
 
     @classmethod
     def from_json(cls, row: list[float | int]) -> LagObservation:
-        return cls(float(row[0]), int(row[1]), int(row[2]), float(row[3]))
+        return cls(float(row[0]), int(row[1]), int(row[2]), float(row[3]), float(row[4]) if len(row) > 4 else 0.0)
 
 
 def evaluate(window: list[LagObservation], now: float) -> LagStatus:
@@ -73,8 +80,8 @@ def evaluate(window: list[LagObservation], now: float) -> LagStatus:
 
 
 def slide(window: list[LagObservation], observation: LagObservation, size: int) -> list[LagObservation]:
-    """The window with ``observation`` appended and only the last ``size`` kept."""
-    return [*window, observation][-size:]
+    """The window with ``observation`` appended and only the last ``size`` kept, all of its start."""
+    return [*(o for o in window if o.start == observation.start), observation][-size:]
 
 
 def worst(statuses: list[LagStatus]) -> LagStatus:

@@ -24,8 +24,12 @@ class WardenSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=WARDEN_ENV_PREFIX, extra="forbid", frozen=True)
 
     heartbeat_floor: float = Field(
-        180.0, description="Progressing: heartbeat age <= max(3 x trigger interval, this floor). Raise it "
-        "when a healthy batch can take longer (first stateful batch, big backlog).")
+        30.0, description="Progressing: after its first batch, the stream's heartbeat age <= max(3 x trigger "
+        "interval, this floor, 3 x p99 batch duration of the last hour). The p99 follows slow batches by "
+        "itself; raise the floor only for a batch far slower than any of the last hour (a sudden backlog).")
+    watch_interval: float = Field(
+        2.0, description="The continuous watch (a trigger in Airflow's triggerer) looks at the lease, the "
+        "exit document and the heartbeat this often.")
     startup_grace: float = Field(
         240.0, description="A just-launched stream without a heartbeat is STARTING, not HUNG, this long.")
     lag_window: int = Field(10, ge=2, le=1000, description="Lag observations per partition judged by "
@@ -59,8 +63,8 @@ class WardenSettings(BaseSettings):
                              f"{WARDEN_ENV_PREFIX}BACKOFF_MAX ({self.backoff_max:g}s)")
         return self
 
-    @field_validator("heartbeat_floor", "startup_grace", "backoff_base", "backoff_max", "drain_timeout",
-                     "term_timeout", "lease_timeout", "poke_interval", "broker_timeout", mode="before")
+    @field_validator("heartbeat_floor", "watch_interval", "startup_grace", "backoff_base", "backoff_max",
+                     "drain_timeout", "term_timeout", "lease_timeout", "poke_interval", "broker_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)

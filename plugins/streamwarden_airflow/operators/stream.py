@@ -20,6 +20,7 @@ from streamwarden.warden.actions import alert_decision, restart_stream
 from streamwarden.warden.decision import Action, Decision, decide
 from streamwarden.warden.health import HealthVerdict
 from streamwarden.warden.stop import LIFECYCLE_POOL
+from streamwarden.warden.watch import Sighting
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 
 RUN_REASON = "{{ params.reason | default('') }}"
@@ -33,6 +34,23 @@ def _force_restart(context: Context) -> bool:
 def _source(context: Context) -> str:
     run = context.get("dag_run")
     return f"{run.dag_id}/{run.run_id}" if run is not None else ""
+
+
+def watch_sighting(context: Context) -> Sighting | None:
+    """What the continuous watch reported, when its asset event started this run (else None)."""
+    events = context.get("triggering_asset_events") or {}
+    for asset_events in events.values():
+        for event in asset_events:
+            payload = (event.extra or {}).get("payload")
+            if isinstance(payload, dict) and "sign" in payload:
+                return Sighting.from_json(payload)
+    return None
+
+
+def _reason(context: Context, given: str) -> str:
+    """The run's reason: the operator's (the ``reason`` param), else the watch's sighting."""
+    sighting = watch_sighting(context)
+    return given or (f"the watch saw {sighting.text()}" if sighting is not None else "")
 
 
 def _verdict(context: Context, health_task_id: str) -> HealthVerdict:
@@ -99,7 +117,7 @@ class RestartStreamOperator(BaseOperator):
         hook = StreamwardenHook(spark_conn_id=self.spark_conn_id)
         outcome = restart_stream(hook.settings, _verdict(context, self.health_task_id), start=hook.start_stream,
                                  stop=hook.stop_stream, send=hook.send_alert, force=_force_restart(context),
-                                 reason=self.reason, source=_source(context))
+                                 reason=_reason(context, self.reason), source=_source(context))
         return outcome.to_json()
 
 

@@ -10,6 +10,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from streamwarden.warden.health import Overall
 from streamwarden_airflow.hooks.stream import StreamwardenHook
+from streamwarden_airflow.operators.stream import watch_sighting
 
 
 class StreamHealthSensor(BaseSensorOperator):
@@ -24,6 +25,9 @@ class StreamHealthSensor(BaseSensorOperator):
         super().__init__(**kwargs)
 
     def poke(self, context: Context) -> PokeReturnValue:
+        sighting = watch_sighting(context)
+        if sighting is not None:
+            self.log.info("woken by the stream watch: %s", sighting.text())
         hook = StreamwardenHook()
         assessment = hook.assess()
         verdict = assessment.verdict
