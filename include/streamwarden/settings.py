@@ -34,9 +34,10 @@ from streamwarden.wire import DEMO_SCHEMA, SchemaError, TableSchema
 ENV_PREFIX = "STREAMWARDEN_"
 CONFIG_FILE_ENV = "STREAMWARDEN_CONFIG_FILE"
 PARTITION_COLUMNS = ("topic", "date", "hour")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)?\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
-                 "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+                 "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600,
+                 "d": 86400, "day": 86400, "days": 86400}
 _MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*|yarn|k8s://\S+)$")
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
@@ -59,13 +60,13 @@ class SettingsError(ValueError):
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds from ``5``, ``"5"``, ``"500ms"``, ``"10 seconds"``, ``"2m"``."""
+    """Seconds from ``5``, ``"5"``, ``"500ms"``, ``"10 seconds"``, ``"2m"``, ``"7d"``."""
     if isinstance(value, int | float):
         seconds = float(value)
     else:
         match = _DURATION.match(str(value))
         if not match:
-            raise ValueError(f"expected a duration such as '10s', '500ms' or '2m', got {value!r}")
+            raise ValueError(f"expected a duration such as '10s', '500ms', '2m' or '7d', got {value!r}")
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
     if seconds <= 0:
         raise ValueError("must be greater than zero")
@@ -159,6 +160,15 @@ class Settings(BaseSettings):
         64, gt=0, le=65536,
         description="Sessions are hashed into this many groups per micro-batch (fixed once a checkpoint exists).",
     )
+    log_max_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024,
+        description="A log file under <run_root>/logs is rolled over when it reaches this many bytes.")
+    log_backups: int = Field(
+        5, ge=1, le=1000, description="Rolled-over files kept per log, and stream launch logs kept.")
+    log_max_age: float = Field(
+        7 * 86400.0, description="Rolled-over and launch logs older than this are deleted, e.g. '7d', '12h'.")
+    log_py4j: bool = Field(
+        False, description="Keep py4j's INFO lines (one per call between Python and the JVM) in the job's log.")
 
     @classmethod
     def settings_customise_sources(
@@ -213,7 +223,8 @@ class Settings(BaseSettings):
         parsed = parse_output_root(value)
         return str(parsed) if isinstance(parsed, StoreUri) else parsed
 
-    @field_validator("trigger_interval", "read_timeout", "lateness", "session_timeout", mode="before")
+    @field_validator("trigger_interval", "read_timeout", "lateness", "session_timeout", "log_max_age",
+                     mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
