@@ -1,7 +1,7 @@
 """The capability folders' import boundaries, checked on the source and on a real interpreter.
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
-- ``warden/``, ``local/``, ``runfiles/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
+- ``warden/``, ``local/``, ``runfiles/``, ``logs/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
   ``control/``, ``restarts/``, ``recovery/`` and the shared top-level modules import no pyspark: the Airflow
   workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
   validate and recover the tables, or to ask the sites for new sessions;
@@ -42,9 +42,10 @@ class Rule:
 
 RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
-    Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.kafka",
-          "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.control",
-          "streamwarden.restarts", "streamwarden.recovery", "streamwarden.upgrade"), ("pyspark",),
+    Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.logs",
+          "streamwarden.kafka", "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation",
+          "streamwarden.control", "streamwarden.restarts", "streamwarden.recovery", "streamwarden.upgrade"),
+         ("pyspark",),
          "the warden side runs without Spark",
          modules=SHARED),
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),

@@ -1,0 +1,39 @@
+"""Where the logs live and how far they may grow: the log settings as one value, and the files' names."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamwarden.settings import Settings
+
+JVM_LOG = "stream.jvm.log"
+"""The stream driver JVM's log (log4j2 rolling appender)."""
+PYTHON_LOG = "stream.python.log"
+"""The stream driver's Python log (a rotating handler)."""
+LAUNCH_LOG = re.compile(r"^stream-\d{8}T\d{6}\.log$")
+"""One file per launch: the stdout and stderr of ``spark-submit`` (start-up lines, warnings, errors)."""
+ROLLED_LOG = re.compile(r"^(?P<log>.+\.log)\.(?P<index>\d+)$")
+"""A rolled-over file: ``<name>.log.1`` is the newest."""
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    """The logs folder and its bounds: each log rolls over at ``max_bytes`` and keeps ``backups`` rolled-over
+    files; rolled-over files and launch logs older than ``max_age`` seconds are deleted."""
+
+    folder: Path
+    max_bytes: int
+    backups: int
+    max_age: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> LogBounds:
+        return cls(settings.root("run") / "logs", settings.log_max_bytes, settings.log_backups,
+                   settings.log_max_age)
+
+    @property
+    def per_log_bytes(self) -> int:
+        """The most one rolling log takes on disk: the live file and its rolled-over ones."""
+        return (self.backups + 1) * self.max_bytes
