@@ -34,6 +34,9 @@ import psutil
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
+from streamwarden.logs.bounds import LogBounds
+from streamwarden.logs.pruning import prune_logs
+from streamwarden.logs.rolling import roll_if_full
 from streamwarden.processes import group_members
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
@@ -155,7 +158,8 @@ class LocalPlatform:
         self.settings = settings
         self.options = options
         self.repo = repo
-        self.logs = settings.root("run") / "logs"
+        self.log_bounds = LogBounds.of(settings)
+        self.logs = self.log_bounds.folder
         self.airflow_home = settings.home / "airflow"
         self.broker: LocalBroker | None = None
         self.producer: subprocess.Popen[bytes] | None = None
@@ -167,6 +171,7 @@ class LocalPlatform:
         self.settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.settings.home.chmod(0o700)  # the Airflow password, database, logs and alerts live below it
         self.logs.mkdir(parents=True, exist_ok=True)
+        prune_logs(self.log_bounds)
         with open(self.settings.root("run") / "up.lock", "a+") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -252,6 +257,7 @@ class LocalPlatform:
                     raise PlatformError(f"{name} exited with code {code}; last lines of {log}:\n"
                                         f"{log_tail(log)}")
             _reap_adopted({p.pid for _, p in self._components()})
+            self._roll_logs()
             status = read_status(self.settings)
             if status.pid != running_pid:
                 if status.pid is not None:
@@ -290,6 +296,12 @@ class LocalPlatform:
         self._say("stopped")
 
     # --- helpers ---------------------------------------------------------------------------------------
+    def _roll_logs(self) -> None:
+        """Roll over each component's log that reached its size bound; then prune what is past the bounds."""
+        rolled = [roll_if_full(self.logs / f"{name}.log", self.log_bounds) for name, _ in self._components()]
+        if any(rolled):
+            prune_logs(self.log_bounds)
+
     def _components(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
         found = [("broker", self.broker.process if self.broker else None), ("producer", self.producer),
                  ("airflow", self.airflow)]

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass, FailureDocument, classify
+from streamwarden.logs.bounds import LogBounds
+from streamwarden.logs.log4j2 import write_log4j2_config
+from streamwarden.logs.python_logging import configure_job_logging
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
@@ -28,11 +31,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger("streamwarden.stream.runner")
-
-
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def run_stream_from_environment() -> int:
@@ -61,13 +59,13 @@ def run_stream_from_environment() -> int:
 
 def run_stream(settings: Settings) -> int:
     """Run the stream in the foreground until stopped or failed; returns the process exit code."""
-    configure_logging()
     lease = CheckpointLease(settings.lease_path, settings.checkpoint_location)
     try:
         holder = lease.acquire()
     except LeaseHeldError as exc:
         print(f"streamwarden: {exc}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
+    configure_job_logging(LogBounds.of(settings), py4j_info=settings.log_py4j)  # the holder alone rolls them
     log.info("lease taken: %s", holder)
     try:
         settings.stop_marker_path.unlink(missing_ok=True)
@@ -98,9 +96,10 @@ def check_before_spark(settings: Settings) -> None:
 def _run(settings: Settings) -> int:
     from streamwarden.stream.listener import HeartbeatListener
     from streamwarden.stream.pipeline import start_query
-    from streamwarden.stream.spark_session import build_spark_session
+    from streamwarden.stream.spark_session import build_spark_session, route_jvm_logs
 
     spark = build_spark_session(settings)
+    route_jvm_logs(spark, write_log4j2_config(LogBounds.of(settings)))
     spark.streams.addListener(HeartbeatListener(settings.heartbeat_path, settings.trigger_interval))
     query = start_query(spark, settings)
     log.info("query %s started (run %s)", query.id, query.runId)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from streamwarden.settings import Settings
 
@@ -40,6 +41,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.hadoop.fs.permissions.umask-mode": "077",
         # Delta tables and every Parquet reader want TIMESTAMP_MICROS (with statistics), not INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # Executors on a standalone cluster log to their worker's folder: the worker rolls those logs too.
+        "spark.executor.logs.rolling.strategy": "size",
+        "spark.executor.logs.rolling.maxSize": str(settings.log_max_bytes),
+        "spark.executor.logs.rolling.maxRetainedFiles": str(settings.log_backups),
     }
     conf.update(settings.spark_conf)
     return conf
@@ -59,3 +64,13 @@ def build_spark_session(settings: Settings, app_name: str = "streamwarden") -> S
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def route_jvm_logs(session: SparkSession, config: Path) -> None:
+    """Reconfigure the driver JVM's log4j2 from the properties file ``config``.
+
+    Done from the running session because spark-submit starts the driver JVM before the job runs, so no
+    Spark setting the job makes could name the file in time; only the JVM's start-up lines precede it.
+    """
+    jvm: Any = session.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(config.as_uri()))

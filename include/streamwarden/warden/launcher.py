@@ -25,6 +25,8 @@ import psutil
 import streamwarden
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import EXIT_ALREADY_RUNNING
+from streamwarden.logs.bounds import LogBounds
+from streamwarden.logs.pruning import prune_logs
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
 from streamwarden.settings import ENV_PREFIX, Settings
@@ -150,6 +152,7 @@ def start_stream_detached(
     launch wins the race), and :class:`StreamLaunchFailedError` when the process dies before taking the
     lease or does not take it within ``lease_timeout`` seconds (then its process group is killed).
     """
+    prune_logs(LogBounds.of(settings))
     refuse_if_held(settings, "starting the stream")
     holder = running_holder(settings)
     if holder is not None:

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from streamwarden.logs.bounds import LogBounds
+from streamwarden.logs.usage import LogUsage, measure_logs
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.runfiles.lease import is_held, read_holder
@@ -27,6 +29,7 @@ class StreamStatus:
     heartbeat: dict[str, Any] | None
     last_failure: dict[str, Any] | None
     stop_requested: bool
+    logs: LogUsage  # disk used by <run_root>/logs, and its bounds
     unreadable: dict[str, str] = field(default_factory=dict)  # run file -> why it could not be read
 
     def to_json(self) -> dict[str, Any]:
@@ -34,7 +37,8 @@ class StreamStatus:
 
 
 def read_status(settings: Settings) -> StreamStatus:
-    """Status from the lease, the heartbeat and the failure document; a corrupt file is reported, not fatal."""
+    """Status from the lease, the heartbeat, the failure document and the logs folder; a corrupt file is
+    reported, not fatal."""
     unreadable: dict[str, str] = {}
 
     def read(path: Path, reader: Callable[[Path], T | None]) -> T | None:
@@ -57,5 +61,6 @@ def read_status(settings: Settings) -> StreamStatus:
         heartbeat=asdict(heartbeat) if heartbeat else None,
         last_failure=failure.to_json() if failure else None,
         stop_requested=settings.stop_marker_path.exists(),
+        logs=measure_logs(LogBounds.of(settings)),
         unreadable=unreadable,
     )
