@@ -19,11 +19,12 @@ Each batch's duration is Spark's ``batchDuration`` as the stream's heartbeat (it
 ``StreamingQueryListener``) reports it on every progress event, sampled every 0.2 s
 (:class:`~streamwarden_bench.stream.HeartbeatLog`; batches last over a second, so none is missed, and the
 batch ids are checked for gaps); the rows each batch committed to ``session_rows`` come from the stream's
-log (``batch N committed to session_rows ...``). A phase's batches are those whose trigger fired in it:
-baseline from its start to the first restart, a restart from its plan's creation to the batch whose commit
-made the last site's answer visible. The answers are looked for while the stream runs in the files each
-Delta commit adds (:func:`streamwarden.restarts.sessions.find_answers` over the new files only, so the look
-stays cheap beside the stream); at the end, once more over the whole table.
+Python log (``run/logs/stream.python.log`` and its rolled-over files: ``batch N committed to session_rows
+...``). A phase's batches are those whose trigger fired in it: baseline from its start to the first
+restart, a restart from its plan's creation to the batch whose commit made the last site's answer visible.
+The answers are looked for while the stream runs in the files each Delta commit adds
+(:func:`streamwarden.restarts.sessions.find_answers` over the new files only, so the look stays cheap
+beside the stream); at the end, once more over the whole table.
 
 Afterwards the producer stops, the stream catches up and drains, and the output is verified like every
 engine's (:func:`streamwarden_bench.verify.verify_streamwarden`): each offset exactly once, each open
@@ -50,6 +51,7 @@ from deltalake import DeltaTable
 
 from streamwarden.control.channel import ensure_control_topic
 from streamwarden.local.producer import ProducerReport
+from streamwarden.logs.bounds import PYTHON_LOG, log_files
 from streamwarden.restarts.plan import RestartPlan, make_plan, stream_sites
 from streamwarden.restarts.request import RestartRequest
 from streamwarden.restarts.sessions import Answer, find_answers
@@ -446,7 +448,7 @@ class RestartBench:
         The answers are read once more from the whole table and mapped to the batch commits that made them
         visible; ``baseline`` is when the steady phase began and the load average then.
         """
-        logged = read_batch_logs(self.job.launches)
+        logged = read_batch_logs(log_files(self.job.settings.root("run") / "logs", PYTHON_LOG))
         batches = [Batch.of(b, logged) for b in self.progress()]
         ids = [b.batch_id for b in batches]
         missed = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids)) if ids else []

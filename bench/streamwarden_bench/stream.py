@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from streamwarden.logs.bounds import PYTHON_LOG, log_files
 from streamwarden.processes import live
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.heartbeat import Heartbeat, read_heartbeat
@@ -224,7 +225,7 @@ def commit_times(logs: Path) -> dict[str, dict[str, Any]]:
     """Per table, how long the driver's Delta commit of a batch took (listing, footers, commit), from the
     stream's own log lines."""
     found: dict[str, list[float]] = {}
-    for log in sorted(logs.glob("stream-*.log")):
+    for log in log_files(logs, PYTHON_LOG):
         for match in _COMMIT_LINE.finditer(log.read_text(errors="replace")):
             found.setdefault(match["table"], []).append(float(match["ms"]))
     return {table: {"commits": len(ms), **percentiles(np.array(ms)), "max": max(ms)} for table, ms in found.items()}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from streamwarden.local.broker import LocalBroker
-from streamwarden.logs.bounds import JVM_LOG, PYTHON_LOG, ROLLED_LOG, LogBounds
+from streamwarden.logs.bounds import JVM_LOG, PYTHON_LOG, ROLLED_LOG, LogBounds, log_files
 from streamwarden.logs.log4j2 import render_log4j2_properties, write_log4j2_config
 from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.python_logging import configure_job_logging
@@ -140,6 +140,14 @@ def test_pruning_keeps_the_newest_launch_logs_and_live_logs(tmp_path: Path) -> N
     assert sorted(folder.iterdir()) == sorted([launches[4], old_newest, *live, rolled_kept, other])
     assert prune_logs(bounds) == []
     assert prune_logs(bounds_in(tmp_path / "absent")) == []
+
+
+def test_a_rolling_logs_files_are_listed_oldest_first(tmp_path: Path) -> None:
+    for name in (PYTHON_LOG, f"{PYTHON_LOG}.1", f"{PYTHON_LOG}.10", f"{PYTHON_LOG}.2", f"{JVM_LOG}.1", "x.log.1"):
+        (tmp_path / name).write_text(name)
+    assert [p.name for p in log_files(tmp_path, PYTHON_LOG)] == [
+        f"{PYTHON_LOG}.10", f"{PYTHON_LOG}.2", f"{PYTHON_LOG}.1", PYTHON_LOG]
+    assert [p.name for p in log_files(tmp_path, JVM_LOG)] == [f"{JVM_LOG}.1"]
 
 
 def test_usage_counts_every_file_under_the_logs_folder(tmp_path: Path) -> None:

@@ -37,3 +37,11 @@ class LogBounds:
     def per_log_bytes(self) -> int:
         """The most one rolling log takes on disk: the live file and its rolled-over ones."""
         return (self.backups + 1) * self.max_bytes
+
+
+def log_files(folder: Path, name: str) -> list[Path]:
+    """A rolling log's files in ``folder``, oldest first: ``name.N`` ... ``name.1``, then ``name`` itself."""
+    rolled = [(int(m["index"]), path) for path in folder.glob(f"{name}.*")
+              if (m := ROLLED_LOG.match(path.name)) and m["log"] == name]
+    live = folder / name
+    return [path for _, path in sorted(rolled, reverse=True)] + ([live] if live.is_file() else [])
