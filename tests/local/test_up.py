@@ -16,6 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING
+from streamwarden.local.up import LocalPlatform, PlatformOptions
 from streamwarden.processes import group_members
 from streamwarden.runfiles.lease import is_held, read_holder
 from streamwarden.settings import load_settings
@@ -65,6 +66,28 @@ def test_a_second_up_on_the_same_home_is_refused(tmp_path: Path) -> None:
                               env=_env(settings.home), capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_ALREADY_RUNNING, done.stderr
     assert "another `streamwarden up`" in done.stderr
+
+
+def test_up_rolls_over_a_full_component_log_and_prunes_past_the_count(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "home", log_max_bytes=1024, log_backups=2)
+    platform = LocalPlatform(settings, PlatformOptions(headless=True, api_port=0, producer_rate=1.0), REPO)
+    platform.logs.mkdir(parents=True)
+    (platform.logs / "producer.log.3").write_text("left by a run with more backups")
+    log = platform.logs / "producer.log"
+    with open(log, "ab") as out:  # appended to, as up's components write their logs
+        platform.producer = subprocess.Popen(
+            [sys.executable, "-c", "import sys, time; print('x' * 2000, end='', flush=True); time.sleep(30)"],
+            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while log.stat().st_size < 2000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        platform._roll_logs()
+    finally:
+        platform.producer.kill()
+        platform.producer.wait()
+    assert (log.stat().st_size, (platform.logs / "producer.log.1").read_text()) == (0, "x" * 2000)
+    assert sorted(p.name for p in platform.logs.iterdir()) == ["producer.log", "producer.log.1"]
 
 
 @pytest.mark.slow

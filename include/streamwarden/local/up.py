@@ -171,7 +171,6 @@ class LocalPlatform:
         self.settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.settings.home.chmod(0o700)  # the Airflow password, database, logs and alerts live below it
         self.logs.mkdir(parents=True, exist_ok=True)
-        prune_logs(self.log_bounds)
         with open(self.settings.root("run") / "up.lock", "a+") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -207,6 +206,7 @@ class LocalPlatform:
         return code
 
     def _start(self) -> None:
+        prune_logs(self.log_bounds)
         self.broker = LocalBroker(log_path=self.logs / "broker.log").start()
         self.settings = self.settings.model_copy(update={"bootstrap_servers": self.broker.bootstrap_servers})
         self._say(f"broker (Tansu, in memory) on {self.broker.bootstrap_servers}")
