@@ -42,9 +42,10 @@ def _commit(settings: Settings, batch: int, offsets: dict[str, dict[str, int]]) 
 
 def _beat(settings: Settings, batch: int, at: float | None = None, **fields: float) -> None:
     written = datetime.fromtimestamp(at or time.time(), UTC).isoformat()
+    fields = {"batch_duration_ms": 500, "process_batches": 5, **fields}
     write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", os.getpid(), batch_id=batch,
                                                        written_at=written, trigger_interval_s=1.0,
-                                                       batch_duration_ms=500, **fields))  # type: ignore[arg-type]
+                                                       **fields))  # type: ignore[arg-type]
 
 
 def _judge(settings: Settings, warden: WardenSettings = WARDEN, now: float | None = None) -> HealthVerdict:
@@ -100,6 +101,16 @@ def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> No
                    for p in verdict.lag.partitions)
         assert {p.retention_ms for p in verdict.lag.partitions} == {7 * 24 * 3600 * 1000}
         assert not verdict.lag.retention_at_risk and verdict.overall is Overall.HEALTHY
+
+        # A slow batch while records wait: not keeping up, unless it was the process's first (it warms up).
+        # (judged without keeping the lag window: the steps below count on it)
+        _beat(settings, 0, batch_duration_ms=10_000, process_batches=1)
+        assert assess(settings, WARDEN, t0 + 0.5).verdict.overall is Overall.HEALTHY
+        _beat(settings, 0, batch_duration_ms=10_000, process_batches=2)
+        verdict = assess(settings, WARDEN, t0 + 0.6).verdict
+        assert verdict.overall is Overall.DEGRADED and not verdict.keeping_up, verdict.table()
+        assert verdict.reasons == ["batch took 10000 ms > 3 x trigger"]
+        _beat(settings, 0)
 
         # With a week of retention, a threshold of a tiny fraction of it puts these records at risk.
         risky = WARDEN.model_copy(update={"retention_risk": 1e-8})

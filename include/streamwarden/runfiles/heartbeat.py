@@ -31,6 +31,7 @@ class Heartbeat:
     state: list[dict[str, Any]] = field(default_factory=list)
     durations_ms: dict[str, int] = field(default_factory=dict)
     batch_p99_ms: int | None = None  # this process's batches of the last hour, its first left out
+    process_batches: int = 0  # batches this process has completed (its first warms up)
 
     def age_seconds(self, now: datetime | None = None) -> float:
         """Seconds since this heartbeat was written."""

@@ -81,6 +81,7 @@ class HeartbeatListener(StreamingQueryListener):
             state=[json.loads(op.json) for op in progress.stateOperators],
             durations_ms=durations,
             batch_p99_ms=self.durations.p99_ms(now),
+            process_batches=(self.last.process_batches if self.last else 0) + 1,
         ))
 
     def onQueryIdle(self, event: Any) -> None:

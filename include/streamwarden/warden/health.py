@@ -328,8 +328,9 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
 
 def _keeping_up(heartbeat: Heartbeat, total_lag: int, trigger: float, warden: WardenSettings,
                 reasons: list[str]) -> bool:
-    """Judged only while records wait: an idle stream with no lag keeps up by definition."""
-    if total_lag == 0 or heartbeat.batch_duration_ms is None:
+    """Judged only while records wait, and after the process's first batch (it warms up Python workers, state
+    and the source: its duration and rates say nothing about keeping up)."""
+    if total_lag == 0 or heartbeat.batch_duration_ms is None or heartbeat.process_batches < 2:
         return True
     slow_rate = heartbeat.processed_rows_per_second < warden.keepup_ratio * heartbeat.input_rows_per_second
     slow_batch = heartbeat.batch_duration_ms > warden.batch_overrun * trigger * 1000

@@ -1,0 +1,191 @@
+"""The warden's continuous watch end to end: ``airflow standalone`` (scheduler, triggerer, API server) with the
+supervisor's schedule on, the real stream on the real broker, records flowing all the time.
+
+1. a start from nothing, as ``streamwarden up`` makes it (unpause, trigger): no alert of any kind before the
+   stream's first commit, and none after it while it keeps up (a check then judges it HEALTHY);
+2. kill -9 of the stream's process group: the watch's asset event within 30 s, the next batch committed by a
+   new process within 90 s;
+3. SIGSTOP of the driver: the watch's HUNG event within 60 s, the next batch by a new process within 150 s;
+4. the only alerts are the two restarts, each naming what the watch saw; the restarts obey the backoff.
+
+The times are printed; the watch's defaults apply (heartbeat floor 30 s, watch interval 2 s).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from confluent_kafka import Producer
+
+from airflow_server import AirflowServer
+from streamwarden.local.broker import LocalBroker
+from streamwarden.local.up import AirflowApi
+from streamwarden.runfiles.heartbeat import read_heartbeat
+from streamwarden.settings import Settings
+from streamwarden.warden.alerts import alerts_path, read_alerts
+from streamwarden.warden.launcher import running_holder
+from streamwarden.warden.restart_policy import load_history
+from streamwarden.warden.settings import load_warden_settings
+from streamwarden.warden.stop import stop_stream
+from support import settings_of, stream_env
+
+pytestmark = pytest.mark.slow
+DAG_ID = "stream_supervisor"
+DEFAULTS = load_warden_settings()
+
+
+@contextmanager
+def steady_records(bootstrap: str, topics: list[str], per_second: int = 200) -> Iterator[None]:
+    """Records flowing into ``topics`` until the block ends, so every batch of a new process has some."""
+    done = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        i = 0
+        while not done.is_set():
+            for _ in range(per_second // 10):
+                producer.produce(topics[i % len(topics)], key=b"k%d" % (i % 97), value=b"%d" % i)
+                i += 1
+            producer.poll(0)
+            done.wait(0.1)
+        producer.flush(30)
+
+    thread = threading.Thread(target=produce, name="steady-records", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(60)
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> float:
+    """Poll until ``predicate`` holds; the time.time() it first held."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(interval)
+    return time.time()
+
+
+def _committed_by_new_process(settings: Settings, old_pid: int, since: float) -> Callable[[], bool]:
+    """The lease holder is a process other than ``old_pid`` and its heartbeat reports a batch after ``since``."""
+    def check() -> bool:
+        holder, beat = running_holder(settings), read_heartbeat(settings.heartbeat_path)
+        return (holder is not None and holder.pid != old_pid and beat is not None and beat.pid == holder.pid
+                and beat.event == "progress" and datetime.fromisoformat(beat.written_at).timestamp() > since)
+    return check
+
+
+def _watch_events(api: AirflowApi, since: float) -> list[dict[str, Any]]:
+    """The watch's asset events after ``since`` (oldest first), their payload (the sighting) and time."""
+    import airflow  # noqa: F401 - puts the plugins folder on sys.path
+
+    from streamwarden_airflow.triggers.watch import STREAM_WATCH_NAME
+
+    status, found = api.call("GET", f"/api/v2/assets?name_pattern={quote(STREAM_WATCH_NAME)}")
+    assert status == 200 and found["assets"], (status, found)
+    asset_id = found["assets"][0]["id"]
+    status, document = api.call("GET", f"/api/v2/assets/events?asset_id={asset_id}&order_by=timestamp&limit=100")
+    assert status == 200, (status, document)
+    events = [{"at": datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp(),
+               "sighting": (e.get("extra") or {}).get("payload") or {}} for e in document["asset_events"]]
+    return [e for e in events if e["at"] > since]
+
+
+def _first_sighting(api: AirflowApi, since: float, sign: str, timeout: float) -> dict[str, Any]:
+    found: list[dict[str, Any]] = []
+
+    def seen() -> bool:
+        found[:] = [e for e in _watch_events(api, since) if e["sighting"].get("sign") == sign]
+        return bool(found)
+
+    _wait(seen, timeout, f"the watch's {sign} event", interval=1)
+    return found[0]
+
+
+def _backoff_passed(settings: Settings) -> Callable[[], bool]:
+    """The next start would not wait: the measurement is of detection and healing, not of the backoff."""
+    return lambda: load_history(settings).backoff_until(time.time(), DEFAULTS.backoff_base,
+                                                        DEFAULTS.backoff_max) is None
+
+
+def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_without_false_alarms(
+        broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path) -> None:
+    topics = topic_factory(2, partitions=2)
+    env = stream_env(tmp_path / "home", broker.bootstrap_servers, f"{topics[0].rsplit('-', 1)[0]}-.*")
+    settings = settings_of(env)
+    alerts = alerts_path(settings)
+    seconds: dict[str, float] = {}
+    try:
+        with steady_records(broker.bootstrap_servers, topics), AirflowServer(
+                tmp_path / "airflow", env, AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE="True",
+                AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
+                STREAMWARDEN_WARDEN_HEARTBEAT_FLOOR=f"{DEFAULTS.heartbeat_floor:g}s") as airflow:
+            api = airflow.ready(DAG_ID)
+            assert api.import_errors() == []
+
+            # 1. a start from nothing: quiet before the first commit, and after it while it keeps up
+            first_run = api.unpause_and_trigger(DAG_ID, {"reason": "e2e: first start"})
+            launched = time.time()
+            _wait(lambda: running_holder(settings) is not None, 300, "the first start")
+            first = running_holder(settings)
+            assert first is not None
+            first_pid = first.pid
+            committed = _wait(_committed_by_new_process(settings, -1, launched), 300, "the first commit")
+            assert read_alerts(alerts) == [], "no alert before the stream's first commit"
+            seconds["first start: launch to first batch"] = committed - launched
+            assert airflow.wait_run(DAG_ID, first_run, 120)["state"] == "success"
+            check = airflow.trigger(DAG_ID, {"reason": "e2e: a check while it keeps up"})
+            assert airflow.wait_run(DAG_ID, check, 180)["state"] == "success"
+            assert airflow.task_states(DAG_ID, check)["healthy"] == "success", airflow.task_states(DAG_ID, check)
+            assert read_alerts(alerts) == [], "no alert while it keeps up"
+            assert running_holder(settings).pid == first_pid  # type: ignore[union-attr]
+
+            # 2. kill -9 of the whole process group
+            _wait(_backoff_passed(settings), 120, "the restart backoff after the first start", interval=1)
+            killed = time.time()
+            os.killpg(first.pgid, signal.SIGKILL)
+            dead = _first_sighting(api, killed, "DEAD", 60)
+            healed = _wait(_committed_by_new_process(settings, first_pid, killed), 180, "a batch after the kill")
+            seconds["kill -9: detected"] = dead["at"] - killed
+            seconds["kill -9: next batch"] = healed - killed
+            assert dead["sighting"]["pid"] == first_pid
+            second_pid = running_holder(settings).pid  # type: ignore[union-attr]
+
+            # 3. SIGSTOP of the driver: alive, silent
+            _wait(_backoff_passed(settings), 180, "the restart backoff after the second start", interval=1)
+            _wait(_committed_by_new_process(settings, first_pid, time.time()), 60, "a fresh batch")
+            stopped = time.time()
+            os.kill(second_pid, signal.SIGSTOP)
+            hung = _first_sighting(api, stopped, "HUNG", 120)
+            healed = _wait(_committed_by_new_process(settings, second_pid, stopped), 240, "a batch after SIGSTOP")
+            seconds["SIGSTOP: detected"] = hung["at"] - stopped
+            seconds["SIGSTOP: next batch"] = healed - stopped
+            assert hung["sighting"]["pid"] == second_pid
+            print(f"stream watch e2e (s): { {k: round(v, 1) for k, v in seconds.items()} }")
+
+            assert seconds["kill -9: detected"] <= 30 and seconds["kill -9: next batch"] <= 90, seconds
+            assert seconds["SIGSTOP: detected"] <= 60 and seconds["SIGSTOP: next batch"] <= 150, seconds
+
+            # 4. the only alerts: the two restarts, each naming what the watch saw and the start-up time
+            sent = read_alerts(alerts)
+            assert [(a["severity"], a["verdict"]["label"]) for a in sent] == [("info", "DEAD"), ("info", "HUNG")], \
+                [a["summary"] for a in sent]
+            assert all("the watch saw" in a["summary"] and "lease taken" in a["summary"] for a in sent), sent
+            starts = load_history(settings).starts
+            assert len(starts) == 3
+            assert all(b - a >= DEFAULTS.backoff_base * 2 ** k for k, (a, b) in enumerate(pairwise(starts)))
+    finally:
+        stop_stream(settings, drain_timeout=30, term_timeout=10)
