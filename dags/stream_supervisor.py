@@ -2,10 +2,17 @@
 ### Stream supervisor: the warden of the Streamwarden stream
 
 Keeps the stream (Kafka -> Spark Structured Streaming -> Delta Lake) alive, never runs two, and calls a
-person, with the reason and the next step, for what a restart cannot fix. Every two minutes:
+person, with the reason and the next step, for what a restart cannot fix.
 
-1. **check_health** (sensor, reschedule mode) judges the stream and pushes the verdict (JSON) to XCom;
-   the log shows it as a table. While the stream is *starting* it waits without holding a worker slot.
+**When it runs**: the moment the **stream watch** sees the stream die, exit with a failure document or hang,
+and every two minutes as a safety net. The watch is an event trigger in Airflow's triggerer (an asset watcher
+of the asset `streamwarden_stream_watch`; no worker slot): every `WATCH_INTERVAL` (2s) it reads the checkpoint
+lease (released by the kernel when its holder dies, kill -9 too), the exit document and the heartbeat, and
+reports each dead, failed or hung process once; the asset event starts a run at once (its sighting is in the
+run's log). A run of this DAG already under way finishes first (`max_active_runs=1`). Runs then:
+
+1. **check_health** judges the stream once and pushes the verdict (JSON) to XCom; the log shows it as a
+   table. A *starting* stream is left alone (judged again by the next run).
 2. **decide_action** branches on the verdict:
    - `HEALTHY` (or `STARTING`) -> **healthy**: nothing to do;
    - `DEGRADED` -> **notify_degraded**: an alert, no restart;
@@ -20,15 +27,18 @@ person, with the reason and the next step, for what a restart cannot fix. Every 
 #### Signals and their settings (`STREAMWARDEN_WARDEN_*`, read by the workers)
 
 - **alive**: a live process holds the checkpoint lease (a stopped one is alive but shows `stopped`).
-- **starting**: launched, no lease or first heartbeat yet, for at most `STARTUP_GRACE` (240s).
-- **progressing**: heartbeat age <= max(3 x trigger interval, `HEARTBEAT_FLOOR` (180s)), and the batch id
-  moves within that time while records wait. Otherwise `HUNG` and restarted: raise the floor if a healthy
-  batch can take longer (first stateful batch, a big backlog).
-- **keeping up** (judged only while records wait): processed >= `KEEPUP_RATIO` (0.8) x input rows/s, and
-  batch duration <= `BATCH_OVERRUN` (3) x trigger interval.
+- **starting**: launched, no lease or first heartbeat yet, for at most `STARTUP_GRACE` (240s); the first
+  batch of a process (Python workers, state stores and the source warm up) also has this long.
+- **progressing**: after its first batch, heartbeat age <= max(3 x trigger interval, `HEARTBEAT_FLOOR` (30s),
+  3 x the p99 batch duration of the last hour), and the batch id moves within that time while records wait.
+  Otherwise `HUNG` and restarted. The p99 (in the heartbeat) follows slow batches by itself; raise the floor
+  only for a batch far slower than any of the last hour (a sudden backlog).
+- **keeping up** (judged only while records wait, after a process's first batch): processed >=
+  `KEEPUP_RATIO` (0.8) x input rows/s, and batch duration <= `BATCH_OVERRUN` (3) x trigger interval.
 - **lag**: high watermark - committed offset per partition, max and total; Burrow's rules over the last
-  `LAG_WINDOW` (10) checks: OK; WARN (offsets move, lag never shrinks); STALL (offset still, lag stays or
-  grows); STOP (nothing committed for longer than the window's commits span); ERR (offset rewound).
+  `LAG_WINDOW` (10) checks of the current start: OK; WARN (offsets move, lag never shrinks); STALL (offset
+  still, lag stays or grows); STOP (nothing committed for longer than the window's commits span); ERR (offset
+  rewound). Before the first commit of a start it is STARTING (no alarm: the first batch is running).
 - **retention risk**: the oldest unprocessed record is older than `RETENTION_RISK` (0.5) x the topic's
   `retention.ms` (a topic that does not report `retention.ms` has unknown retention: no verdict).
 - **backoff**: the k-th start within an hour waits `BACKOFF_BASE` (30s) x 2^(k-2) after the previous one,
@@ -40,8 +50,21 @@ person, with the reason and the next step, for what a restart cannot fix. Every 
 Alerts go to the task log, to `STREAMWARDEN_WARDEN_WEBHOOK_URL` (JSON POST) and to
 `STREAMWARDEN_WARDEN_EMAIL_TO` through the `smtp_default` connection, when set; all are recorded in
 `<run_root>/alerts.jsonl`. Each carries the verdict, the failure class and document, the last progress and
-the next action. Restarts are recorded in `<run_root>/warden/restarts.json`, lag windows in
-`<run_root>/warden/health.json`.
+the next action. The very first start of the stream on a run root is not alerted (nothing had run).
+Restarts are recorded in `<run_root>/warden/restarts.json`, lag windows in `<run_root>/warden/health.json`.
+
+#### Detection and healing times (measured: `tests/dags/test_stream_watch_e2e.py`, 2 cores)
+
+| fault | detected | next batch by a new process | what moves it |
+|---|---|---|---|
+| kill -9 of the stream | < 1 s (lease released) | about 30-45 s | `WATCH_INTERVAL`; Spark start-up and first batch |
+| SIGSTOP / hung driver | about 31 s | about 60 s | `HEARTBEAT_FLOOR`, trigger interval, p99 batch |
+| exit with a failure document | < 3 s | escalated, not restarted (a person acts) | - |
+
+Healing is: the run starts (~1-2 s), check, decide and backoff (~3-4 s), stop (a dead stream: 0 s; a
+stopped one is killed at once), spark-submit until the lease (~3 s), Spark session and query (~10 s), first
+batch (~10-20 s). The restart alert says how long the stop and the start-up took. A restart within the hour of
+an earlier one waits for the backoff first.
 
 #### What to do
 
@@ -71,8 +94,13 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param
 
 from streamwarden.warden.settings import load_warden_settings
-from streamwarden_airflow.operators import AlertOperator, DecideOperator, RestartStreamOperator
-from streamwarden_airflow.sensors import BackoffSensor, StreamHealthSensor
+from streamwarden_airflow.operators import (
+    AlertOperator,
+    CheckHealthOperator,
+    DecideOperator,
+    RestartStreamOperator,
+)
+from streamwarden_airflow.sensors import BackoffSensor
 from streamwarden_airflow.triggers import stream_watch_asset
 
 warden = load_warden_settings()
@@ -95,8 +123,7 @@ with DAG(
         "reason": Param("", type="string", description="Why this run was triggered (logged, and in alerts)."),
     },
 ) as dag:
-    check_health = StreamHealthSensor(task_id="check_health", poke_interval=warden.poke_interval,
-                                      timeout=2 * warden.startup_grace)
+    check_health = CheckHealthOperator(task_id="check_health")
     decide_action = DecideOperator(task_id="decide_action", health_task_id="check_health")
     healthy = EmptyOperator(task_id="healthy")
     notify_degraded = AlertOperator(task_id="notify_degraded", health_task_id="check_health",

@@ -50,8 +50,14 @@ def test_supervisor_shape(dagbag: Any) -> None:
         assert task.render_template(task.reason, {"params": {"reason": "fixed it"}}) == "fixed it"
         assert task.render_template(task.reason, {"params": {}}) == ""
     assert {t.task_id for t in dag.tasks if t.pool == "stream_lifecycle"} == {"restart_stream"}
-    assert {t.task_id: t.mode for t in dag.tasks if hasattr(t, "poke")} == {
-        "check_health": "reschedule", "wait_for_backoff": "reschedule"}
+    assert {t.task_id: t.mode for t in dag.tasks if hasattr(t, "poke")} == {"wait_for_backoff": "reschedule"}
+    # woken by the continuous watch (an asset watcher in the triggerer) or every two minutes
+    schedule = dag.timetable
+    assert type(schedule).__name__ == "AssetOrTimeSchedule", schedule
+    assert schedule.timetable.expression == "*/2 * * * *"
+    watch = schedule.asset_condition
+    assert watch.name == "streamwarden_stream_watch"
+    assert [type(w.trigger).__name__ for w in watch.watchers] == ["StreamWatchTrigger"]
     assert dag.get_task("check_health").downstream_task_ids == {"decide_action"}
     assert dag.get_task("decide_action").downstream_task_ids == {
         "healthy", "notify_degraded", "wait_for_backoff", "escalate"}

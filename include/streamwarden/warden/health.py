@@ -310,7 +310,7 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
     if stuck:
         reasons.append(f"batch {heartbeat.batch_id} unchanged for {stuck_for:.0f}s while "
                        f"{lag.total_lag} records wait")
-    if process_state == psutil.STATUS_STOPPED:
+    if process_state == psutil.STATUS_STOPPED and (stale or stuck):  # evidence of the hang; before it: shown only
         reasons.append("the lease holder process is stopped (SIGSTOP)")
     progressing = not (stale or stuck)
     keeping_up = _keeping_up(heartbeat, lag.total_lag, trigger, warden, reasons)

@@ -47,8 +47,8 @@ class WardenSettings(BaseSettings):
     drain_timeout: float = Field(120.0, description="Graceful stop: how long the drain may take.")
     term_timeout: float = Field(30.0, description="After SIGTERM, how long before SIGKILL.")
     lease_timeout: float = Field(180.0, description="A launched stream must take its lease within this.")
-    poke_interval: float = Field(30.0, description="Sensors (check_health, wait_for_backoff) re-check "
-                                 "this often, in reschedule mode (no worker slot held while waiting).")
+    poke_interval: float = Field(30.0, description="Sensors (wait_for_backoff, upgrade_stream's watch_health) "
+                                 "re-check this often, in reschedule mode (no worker slot held while waiting).")
     broker_timeout: float = Field(10.0, description="Timeout of each broker request made by a health check.")
     webhook_url: str | None = Field(None, pattern=r"^https?://\S+$",
                                     description="Alerts are POSTed here as JSON when set.")

@@ -1,5 +1,10 @@
-"""Operators: one step of the warden each (decide, restart, alert)."""
+"""Operators: one step of the warden each (check, decide, restart, alert)."""
 
-from streamwarden_airflow.operators.stream import AlertOperator, DecideOperator, RestartStreamOperator
+from streamwarden_airflow.operators.stream import (
+    AlertOperator,
+    CheckHealthOperator,
+    DecideOperator,
+    RestartStreamOperator,
+)
 
-__all__ = ["AlertOperator", "DecideOperator", "RestartStreamOperator"]
+__all__ = ["AlertOperator", "CheckHealthOperator", "DecideOperator", "RestartStreamOperator"]

@@ -57,13 +57,30 @@ def _verdict(context: Context, health_task_id: str) -> HealthVerdict:
     return HealthVerdict.from_json(context["ti"].xcom_pull(task_ids=health_task_id))
 
 
+class CheckHealthOperator(BaseOperator):
+    """Judges the stream's health once and returns the verdict (JSON, XCom); the log shows it as a table.
+
+    One look, no waiting: a STARTING stream is left alone by the decision and judged again by the next run (or
+    woken by the watch). The lag history (Burrow's window) is kept with every verdict.
+    """
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        sighting = watch_sighting(context)
+        if sighting is not None:
+            self.log.info("woken by the stream watch: %s", sighting.text())
+        assessment = StreamwardenHook().assess()
+        self.log.info("stream health:\n%s", assessment.verdict.table())
+        assessment.commit()
+        return assessment.verdict.to_json()
+
+
 class DecideOperator(BaseBranchOperator):
     """Branches on the verdict: ``healthy``, ``notify_degraded``, ``wait_for_backoff`` or ``escalate``.
 
     The decision (action, reason, next action) is pushed to XCom under ``decision``. The run's
     ``force_restart`` param restarts whatever the verdict, the backoff and the breaker say.
 
-    :param health_task_id: the task whose return value is the health verdict (``StreamHealthSensor``)
+    :param health_task_id: the task whose return value is the health verdict (``CheckHealthOperator``)
     :param reason: why the run was triggered, given in a forced restart's decision (templated; default:
         the run's ``reason`` param)
     """
@@ -97,7 +114,7 @@ class RestartStreamOperator(BaseOperator):
     ``force_restart`` param is set: the holder seen now is not the one the verdict judged. Each launch
     counts towards the backoff and the breaker, and is alerted; a failed launch fails the task.
 
-    :param health_task_id: the task whose return value is the health verdict (``StreamHealthSensor``)
+    :param health_task_id: the task whose return value is the health verdict (``CheckHealthOperator``)
     :param reason: why the stream is restarted, for the log (templated; default: the run's ``reason`` param)
     :param spark_conn_id: the Spark connection spark-submit is built from; its master must equal
         ``STREAMWARDEN_SPARK_MASTER``
@@ -128,7 +145,7 @@ class AlertOperator(BaseOperator):
     An escalation is sent once per cause (the failure document, or the start that opened the breaker);
     later runs only fail again, pointing at the alert already sent.
 
-    :param health_task_id: the task whose return value is the health verdict (``StreamHealthSensor``)
+    :param health_task_id: the task whose return value is the health verdict (``CheckHealthOperator``)
     :param decide_task_id: the task that pushed the decision (``DecideOperator``)
     :param fail_run: fail the task after alerting (an escalation: a person must act)
     """

@@ -1,5 +1,5 @@
 """Sensors: wait for a judgeable stream, and for the restart backoff, without holding a worker slot."""
 
-from streamwarden_airflow.sensors.stream import BackoffSensor, StreamHealthSensor
+from streamwarden_airflow.sensors.stream import BackoffSensor
 
-__all__ = ["BackoffSensor", "StreamHealthSensor"]
+__all__ = ["BackoffSensor"]
