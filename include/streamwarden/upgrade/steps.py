@@ -261,7 +261,8 @@ def watch(settings: Settings, warden: WardenSettings, journal: Journal, *, minut
           now: float | None = None) -> WatchResult:
     """Step 7, one look: FAILED, HUNG or DEAD is unhealthy at once; the window counts from the first look at a
     running (HEALTHY or DEGRADED) stream; at its end the stream must be running and, if records wait, must have
-    committed a batch since it started."""
+    committed a batch since it started (while its first batch still runs, the watch waits: the verdict turns
+    HUNG once that batch outlasts the start-up grace)."""
     now = time.time() if now is None else now
     assessment = assess(settings, warden, now)
     assessment.commit()
@@ -282,6 +283,9 @@ def watch(settings: Settings, warden: WardenSettings, journal: Journal, *, minut
     last = commits[-1] if commits else None
     moved = last is not None and (started.get("last_commit") is None or last > started["last_commit"])
     if not moved and verdict.lag.total_lag > 0:
+        if verdict.heartbeat.last_batch_id is None:  # the first batch warms up: the start-up grace is its limit
+            return WatchResult(False, False, f"{verdict.label}: the new version's first batch is still running "
+                               f"(it may take the start-up grace, {warden.startup_grace:g}s)", verdict)
         return WatchResult(True, False, f"no batch committed in {minutes:g} min while {verdict.lag.total_lag} "
                            "records wait", verdict)
     return WatchResult(True, True, f"{verdict.label} for {minutes:g} min; last committed batch {last}", verdict)
