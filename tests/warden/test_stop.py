@@ -156,14 +156,15 @@ def test_lease_timeout_kills_the_launch(settings: Settings, stand_in: Callable[[
     assert record is not None and not record.leader_alive()
 
 
-def test_stop_reaches_a_stream_that_has_no_lease_yet(settings: Settings,
-                                                     stand_in: Callable[[str], CommandBuilder]) -> None:
-    """``up`` stopping while an Airflow task is still launching: the launch record finds the process."""
+def launching(settings: Settings, build: CommandBuilder, lease_timeout: float) -> tuple[threading.Thread,
+                                                                                        list[BaseException]]:
+    """The launcher started in a thread (it waits for the lease), once its launch record exists: the thread, and
+    the errors the launch raised (filled when it ends)."""
     errors: list[BaseException] = []
 
     def launch() -> None:
         try:
-            start_stream_detached(settings, build_command=stand_in("no-lease"), lease_timeout=60)
+            start_stream_detached(settings, build_command=build, lease_timeout=lease_timeout)
         except BaseException as exc:
             errors.append(exc)
 
@@ -171,7 +172,14 @@ def test_stop_reaches_a_stream_that_has_no_lease_yet(settings: Settings,
     launcher.start()
     deadline = time.monotonic() + 10
     while read_launch_record(settings) is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.01)
+    return launcher, errors
+
+
+def test_stop_reaches_a_stream_that_has_no_lease_yet(settings: Settings,
+                                                     stand_in: Callable[[str], CommandBuilder]) -> None:
+    """``up`` stopping while an Airflow task is still launching: the launch record finds the process."""
+    launcher, errors = launching(settings, stand_in("no-lease"), lease_timeout=60)
     outcome = stop_stream(settings, drain_timeout=5, term_timeout=5)
     launcher.join(10)
     assert outcome.method is StopMethod.TERMINATED

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_stop import stand_in  # noqa: F401 - the stand-in stream fixture
+from test_stop import launching, stand_in  # noqa: F401 - the stand-in stream fixture
 
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.runfiles.failure_file import write_failure
@@ -21,8 +20,6 @@ from streamwarden.runfiles.hold import release_hold, take_hold
 from streamwarden.settings import Settings, load_settings
 from streamwarden.warden.launcher import (
     CommandBuilder,
-    LaunchError,
-    read_launch_record,
     running_holder,
     start_stream_detached,
 )
@@ -115,18 +112,7 @@ def test_an_exit_document_is_reported_with_its_class_and_a_hold_keeps_the_watch_
 def test_nothing_is_reported_while_a_launched_stream_takes_its_lease(
         settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
     watch = StreamWatch(settings, WARDEN)
-    failed: list[BaseException] = []
-
-    def launch() -> None:
-        try:
-            start_stream_detached(settings, build_command=stand_in("no-lease"), lease_timeout=3)
-        except LaunchError as exc:
-            failed.append(exc)
-
-    launcher = threading.Thread(target=launch)
-    launcher.start()
-    while read_launch_record(settings) is None:
-        time.sleep(0.01)
+    launcher, failed = launching(settings, stand_in("no-lease"), lease_timeout=3)
     looks = []
     while launcher.is_alive():
         looks.append(watch.look())
