@@ -47,6 +47,10 @@ STAND_IN = textwrap.dedent("""
         sys.exit("boom: cannot start")
     if mode == "no-lease":
         time.sleep(3600)
+    if mode == "driver-child":  # as spark-submit: the leader stays, a child of its group takes the lease
+        import subprocess
+        subprocess.Popen([sys.executable, sys.argv[0], "drain", *sys.argv[2:]])
+        time.sleep(3600)
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with CheckpointLease(lease_path, lease_path.parent):

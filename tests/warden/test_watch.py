@@ -20,8 +20,10 @@ from streamwarden.runfiles.hold import release_hold, take_hold
 from streamwarden.settings import Settings, load_settings
 from streamwarden.warden.launcher import (
     CommandBuilder,
+    read_launch_record,
     running_holder,
     start_stream_detached,
+    starting_launch,
 )
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.watch import Sighting, Sign, StreamWatch
@@ -121,3 +123,19 @@ def test_nothing_is_reported_while_a_launched_stream_takes_its_lease(
     assert failed and "did not take the lease" in str(failed[0])
     sighting = _round_trip(watch.look())  # the launcher killed it: nothing runs
     assert (sighting.sign, sighting.pid, sighting.key) == (Sign.DEAD, None, "dead:unknown")
+
+
+def test_a_killed_driver_is_dead_while_its_launcher_lingers(
+        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
+    """spark-submit outlives its killed driver for a moment: a group that held the lease is not "starting"."""
+    watch = StreamWatch(settings, WARDEN)
+    driver = start_stream_detached(settings, build_command=stand_in("driver-child"), lease_timeout=30)
+    launch = read_launch_record(settings)
+    assert launch is not None and launch.pid != driver
+    assert starting_launch(settings, time.time(), WARDEN.startup_grace) is None, "its driver holds the lease"
+    os.kill(driver, signal.SIGKILL)
+    _gone(settings)
+    assert launch.leader_alive()
+    assert starting_launch(settings, time.time(), WARDEN.startup_grace) is None
+    sighting = _round_trip(watch.look())
+    assert (sighting.sign, sighting.pid) == (Sign.DEAD, driver)

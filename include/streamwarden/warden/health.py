@@ -36,7 +36,7 @@ from streamwarden.runfiles.lease import LeaseHolder
 from streamwarden.settings import Settings
 from streamwarden.warden.broker_view import BrokerView, observe_broker
 from streamwarden.warden.lag import LagObservation, LagStatus, evaluate, slide, worst
-from streamwarden.warden.launcher import read_launch_record, running_holder
+from streamwarden.warden.launcher import running_holder, starting_launch
 from streamwarden.warden.limits import progress_limit
 from streamwarden.warden.settings import WardenSettings
 
@@ -266,9 +266,8 @@ def assess(settings: Settings, warden: WardenSettings, now: float | None = None)
 def _not_running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *,
                  heartbeat: Heartbeat | None, lag: LagFacts) -> HealthVerdict:
     facts = HeartbeatFacts.of(heartbeat, now)
-    launch = read_launch_record(settings)
-    if launch is not None and launch.leader_alive() and \
-            now - datetime.fromisoformat(launch.launched_at).timestamp() <= warden.startup_grace:
+    launch = starting_launch(settings, now, warden.startup_grace)
+    if launch is not None:
         return HealthVerdict(Overall.STARTING, [f"launched at {launch.launched_at}, no lease yet"], checked_at,
                              heartbeat=facts, lag=lag)
     failure = read_failure(settings.failure_path)

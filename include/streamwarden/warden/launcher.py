@@ -109,6 +109,20 @@ def read_launch_record(settings: Settings) -> LaunchRecord | None:
     return None if document is None else LaunchRecord(**document)
 
 
+def starting_launch(settings: Settings, now: float, grace: float) -> LaunchRecord | None:
+    """The last launch while it is still starting: its leader runs, less than ``grace`` seconds have passed since
+    it was launched, and its process group has not taken the lease yet. A group whose driver held the lease and
+    lost it has stopped, whatever its leader still does (spark-submit outlives a killed driver for a moment)."""
+    launch = read_launch_record(settings)
+    if launch is None or not launch.leader_alive() or \
+            now - datetime.fromisoformat(launch.launched_at).timestamp() > grace:
+        return None
+    holder = read_holder(settings.lease_path)
+    if holder is not None and holder.host == socket.gethostname() and holder.pgid == launch.pid:
+        return None
+    return launch
+
+
 def running_holder(settings: Settings) -> LeaseHolder | None:
     """The lease holder when the stream is running right now, else ``None``."""
     holder = read_holder(settings.lease_path)

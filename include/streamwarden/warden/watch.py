@@ -37,9 +37,9 @@ from typing import Any
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.runfiles.hold import read_hold
-from streamwarden.runfiles.lease import LeaseHolder
+from streamwarden.runfiles.lease import LeaseHolder, read_holder
 from streamwarden.settings import Settings
-from streamwarden.warden.launcher import read_launch_record, running_holder
+from streamwarden.warden.launcher import running_holder, starting_launch
 from streamwarden.warden.limits import progress_limit
 from streamwarden.warden.settings import WardenSettings
 
@@ -109,11 +109,10 @@ class StreamWatch:
                                        f"old, limit {limit.describe()}", f"pid:{holder.pid}")
 
     def _gone(self, now: float) -> tuple[Sign, int | None, str, str] | None:
-        launch = read_launch_record(self.settings)
-        if launch is not None and launch.leader_alive() and \
-                now - datetime.fromisoformat(launch.launched_at).timestamp() <= self.warden.startup_grace:
+        if starting_launch(self.settings, now, self.warden.startup_grace) is not None:
             return None  # launched, not holding the lease yet
-        pid = self.last_holder.pid if self.last_holder is not None else None
+        last = self.last_holder or read_holder(self.settings.lease_path)  # seen, else the lease file's last
+        pid = last.pid if last is not None else None
         failure = read_failure(self.settings.failure_path)
         if failure is not None:
             return (Sign.FAILED, pid, f"exited with {failure.failure_class.value} (exit {failure.exit_code}): "
