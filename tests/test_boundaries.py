@@ -2,8 +2,8 @@
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
 - ``warden/``, ``local/``, ``runfiles/``, ``logs/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
-  ``control/``, ``restarts/``, ``recovery/``, ``dashboard/`` and the shared top-level modules import no pyspark: the Airflow
-  workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
+  ``control/``, ``restarts/``, ``recovery/``, ``dashboard/`` and the shared top-level modules import no pyspark:
+  the Airflow workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
   validate and recover the tables, or to ask the sites for new sessions;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
 - the Airflow plugins and DAG files import no pyspark.

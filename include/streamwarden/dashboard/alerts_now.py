@@ -6,35 +6,36 @@ import json
 import re
 from typing import Any
 
-from streamwarden.dashboard.model import AlertNow
+from streamwarden.dashboard.model import AlertNow, DagAction
 
 DAGS = ("recover_stream", "stream_supervisor", "validate_output", "maintain_tables", "restart_sessions",
         "upgrade_stream")
 """The DAGs a next action may name, the ones that mend things first."""
 _DAG = re.compile(r"\b(" + "|".join(DAGS) + r")\b")
-_PARAMS = re.compile(r"\bParams\s+(?=\{)")
-_FORCE = re.compile(r"\bforce_restart\s*=\s*true\b")
+_PARAMS = re.compile(r"\s*(?:with\s+Params\s+)?(?=\{)")
+_FORCE = re.compile(r"\s*with\s+force_restart\s*=\s*true\b")
 
 
-def dag_and_params(next_action: str) -> tuple[str | None, dict[str, Any] | None]:
-    """The first DAG the text names, and the JSON Params written after it (``Params {...}``), if any;
-    ``stream_supervisor ... force_restart=true`` gives ``{"force_restart": true}``."""
-    named = _DAG.search(next_action)
-    if named is None:
-        return None, None
-    dag_id = named.group(1)
-    rest = next_action[named.end():]
-    given = _PARAMS.search(rest)
-    if given is not None:
-        try:
-            params, _ = json.JSONDecoder().raw_decode(rest[given.end():])
-        except ValueError:
-            params = None
-        if isinstance(params, dict):
-            return dag_id, params
-    if dag_id == "stream_supervisor" and _FORCE.search(rest):
-        return dag_id, {"force_restart": True}
-    return dag_id, None
+def dag_actions(next_action: str) -> list[DagAction]:
+    """Every DAG the text names, in order, each with the JSON Params written right after it
+    (``recover_stream with Params {...}``, ``recover_stream {...}``) when there are; ``stream_supervisor with
+    force_restart=true`` gives ``{"force_restart": true}``. A DAG named twice is kept once, with Params if any
+    mention has them."""
+    found: dict[str, dict[str, Any] | None] = {}
+    for named in _DAG.finditer(next_action):
+        dag_id, rest = named.group(1), next_action[named.end():]
+        params: Any = None
+        given = _PARAMS.match(rest)
+        if given is not None:
+            try:
+                params, _ = json.JSONDecoder().raw_decode(rest[given.end():])
+            except ValueError:
+                params = None
+        elif dag_id == "stream_supervisor" and _FORCE.match(rest):
+            params = {"force_restart": True}
+        if found.get(dag_id) is None:
+            found[dag_id] = params if isinstance(params, dict) else None
+    return [DagAction(dag_id, params) for dag_id, params in found.items()]
 
 
 def alerts_now(recorded: list[dict[str, Any]], limit: int = 10) -> list[AlertNow]:
@@ -42,8 +43,7 @@ def alerts_now(recorded: list[dict[str, Any]], limit: int = 10) -> list[AlertNow
     found = []
     for alert in reversed(recorded[-limit:]):
         next_action = str(alert.get("next_action") or "")
-        dag_id, params = dag_and_params(next_action)
         found.append(AlertNow(str(alert.get("raised_at") or ""), str(alert.get("severity") or ""),
                               str(alert.get("summary") or ""), next_action, str(alert.get("source") or ""),
-                              dag_id, params))
+                              dag_actions(next_action)))
     return found

@@ -96,16 +96,23 @@ class TableNow:
 
 
 @dataclass(frozen=True)
+class DagAction:
+    """A DAG a next action names, and the Params it gives for the run (None: none given)."""
+
+    dag_id: str
+    params: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
 class AlertNow:
-    """A recorded alert and the DAG (with its Params) its next action names."""
+    """A recorded alert and the DAGs (with their Params) its next action names."""
 
     raised_at: str
     severity: str
     summary: str
     next_action: str
     source: str
-    dag_id: str | None
-    params: dict[str, Any] | None
+    actions: list[DagAction] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

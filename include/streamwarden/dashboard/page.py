@@ -205,22 +205,24 @@ def tables_card(tables: list[TableNow]) -> str:
             f"{rows}</table></div></section>")
 
 
-def dag_link(airflow_base: str, alert: AlertNow) -> str:
-    """The DAG the alert names, linked to its page in the Airflow UI (whose Trigger button takes the Params)."""
-    if alert.dag_id is None:
-        return ""
-    href = f"{airflow_base.rstrip('/')}/dags/{urllib.parse.quote(alert.dag_id)}"
-    params = "" if alert.params is None else (
-        f' with Params <code data-figure="alert-params">{escape(json.dumps(alert.params))}</code>')
-    return (f'<div>trigger <a href="{escape(href)}" target="_top" data-figure="alert-dag">{escape(alert.dag_id)}'
-            f"</a>{params}</div>")
+def dag_links(airflow_base: str, alert: AlertNow) -> str:
+    """The DAGs the alert names, each linked to its page in the Airflow UI (whose Trigger button takes the
+    Params), with the Params to give."""
+    links = []
+    for action in alert.actions:
+        href = f"{airflow_base.rstrip('/')}/dags/{urllib.parse.quote(action.dag_id)}"
+        params = "" if action.params is None else (
+            f' with Params <code data-figure="alert-params">{escape(json.dumps(action.params))}</code>')
+        links.append(f'<div>trigger <a href="{escape(href)}" target="_top" data-figure="alert-dag">'
+                     f"{escape(action.dag_id)}</a>{params}</div>")
+    return "".join(links)
 
 
 def alerts_card(alerts: list[AlertNow], airflow_base: str) -> str:
     items = "".join(
         f'<li><span class="{"bad" if a.severity == "critical" else "warn"}">{escape(a.severity)}</span> '
         f'{escape(moment(a.raised_at))} <span class="sub">{escape(a.source)}</span><div>{escape(a.summary)}</div>'
-        f'<div class="sub">next: {escape(a.next_action[:600])}</div>{dag_link(airflow_base, a)}</li>'
+        f'<div class="sub">next: {escape(a.next_action[:600])}</div>{dag_links(airflow_base, a)}</li>'
         for a in alerts)
     return (f'<section class="card wide"><h2>Last alerts</h2><ul class="alerts" data-figure="alerts">'
             f'{items or "<li>none</li>"}</ul></section>')
