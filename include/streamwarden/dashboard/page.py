@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 
 from streamwarden.dashboard.model import AlertNow, Dashboard, Series, Sites, StreamNow, TableNow
@@ -23,7 +23,7 @@ CSS = """
 *{box-sizing:border-box}body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
 padding:12px;color:#1f2328;background:#fff}h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:0 0 8px}
 .sub{color:var(--mute);font-size:12px;margin-bottom:12px}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,420px),1fr));gap:12px}
 .card{border:1px solid var(--line);border-radius:6px;padding:10px 12px;background:#fff;min-width:0}
 .wide{grid-column:1/-1}.state{font-size:22px;font-weight:600}.ok{color:var(--ok)}.warn{color:var(--warn)}
 .bad{color:var(--bad)}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 10px;margin:0}
@@ -55,7 +55,7 @@ def duration(seconds: float | None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     parts = [f"{days}d"] * bool(days) + [f"{hours}h"] * bool(hours) + [f"{minutes}m"] * bool(minutes)
-    return " ".join([*parts, f"{secs}s"] if not days else parts) or "0s"
+    return " ".join(parts if days or hours else [*parts, f"{secs}s"])
 
 
 def number(value: float | None, digits: int = 0) -> str:
@@ -139,7 +139,7 @@ def svg_chart(points: list[tuple[float, float]], title: str, unit: str, name: st
         return f"{pad + (x - x0) / span * (width - 2 * pad):.1f},{height - pad - y / top * (height - 2 * pad):.1f}"
 
     line = " ".join(at(x, y) for x, y in points)
-    start, end = datetime.fromtimestamp(x0).strftime("%H:%M"), datetime.fromtimestamp(x1).strftime("%H:%M")
+    start, end = (datetime.fromtimestamp(x, UTC).strftime("%H:%M") for x in (x0, x1))
     return (head + f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#d0d7de"/>'
             f'<polyline fill="none" stroke="#0969da" stroke-width="2" points="{line}"/>'
