@@ -211,3 +211,19 @@ def test_the_source_keeps_a_snapshot_for_its_ttl(tmp_path: Path) -> None:
     first: Dashboard = source.get()
     assert source.get() is first and len(loads) == 1
     assert first.stream is not None and first.stream.broker_error  # reported, not raised
+
+
+def test_heavy_reads_wait_for_a_new_version_and_their_ttl() -> None:
+    from streamwarden.dashboard.snapshot import _Memo
+
+    memo, reads = _Memo(heavy_ttl=30), []
+
+    def read(value: int) -> int:
+        reads.append(value)
+        return value
+
+    assert memo.get("t", 1, 100.0, lambda: read(1)) == 1
+    assert memo.get("t", 2, 110.0, lambda: read(2)) == 1, "a new version within the ttl: kept"
+    assert memo.get("t", 2, 131.0, lambda: read(2)) == 2
+    assert memo.get("t", 2, 500.0, lambda: read(3)) == 2, "the same version: kept however old"
+    assert reads == [1, 2]

@@ -175,8 +175,8 @@ def test_the_streamwarden_page(broker: LocalBroker, topic_factory: Callable[...,
             shown_status = read_status(settings)
             table = summarize(settings, RECORDS)
             assert table.head is not None
-            wait_for(lambda: figure(driver, f"table-{RECORDS}-version") == str(table.head.version), 30,
-                     "the table's version", driver, shots)  # a refresh may still show a batch before
+            wait_for(lambda: figure(driver, f"table-{RECORDS}-version") == str(table.head.version), 60,
+                     "the table's version", driver, shots)  # tables are read again at most every 30 s
             assert figure(driver, "stream-pid") == str(shown_status.pid)
             assert figure(driver, "stream-last-batch") == str(shown_status.last_batch_id)
             produced = sum(end for parts in ends.values() for end in parts.values())

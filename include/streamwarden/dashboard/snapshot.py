@@ -1,9 +1,9 @@
 """One look at everything the page shows (:func:`snapshot`), and a source that caches it for a few seconds.
 
 The health verdict asks the broker, and a table's summary reads its rows' topic and partition columns, so
-:class:`DashboardSource` keeps a snapshot for ``ttl`` seconds and each table's summary and the sites' sessions
-for as long as the tables' versions stay the same. A section that cannot be read is left out and named in
-``errors``; the others are still shown.
+:class:`DashboardSource` keeps a snapshot for ``ttl`` seconds, and each table's summary, the sites' sessions and
+the Delta history for as long as the tables' versions stay the same, and at least ``heavy_ttl`` seconds.
+A section that cannot be read is left out and named in ``errors``; the others are still shown.
 """
 
 from __future__ import annotations
@@ -51,10 +51,21 @@ class Sources:
 
 @dataclass
 class _Memo:
-    """Table summaries and sites' sessions by the versions they were read at."""
+    """What reads a table's rows or its whole history, kept by the versions it was read at: read again when a
+    version changed, but at most every ``heavy_ttl`` seconds (a running stream commits every few seconds, and a
+    scan of a large table each time would load the host for a page)."""
 
-    summaries: dict[tuple[str, int | None], TableSummary] = field(default_factory=dict)
-    sites: tuple[tuple[tuple[str, int], ...], dict[str, SiteSessions]] | None = None
+    heavy_ttl: float = 0.0
+    kept: dict[str, tuple[object, float, Any]] = field(default_factory=dict)
+
+    def get(self, name: str, key: object, now: float, read: Callable[[], T]) -> T:
+        found = self.kept.get(name)
+        if found is not None and (found[0] == key or now - found[1] < self.heavy_ttl):
+            value: T = found[2]
+            return value
+        value = read()
+        self.kept[name] = (key, now, value)
+        return value
 
 
 def _section(errors: dict[str, str], name: str, read: Callable[[], T]) -> T | None:
@@ -92,11 +103,8 @@ def snapshot(sources: Sources, now: float | None = None, memo: _Memo | None = No
 
     def cached_summary(s: Settings, name: str) -> TableSummary:
         table = TableLocation.of(s, name).open_or_none()
-        key = (name, None if table is None else table.version())
-        if key not in memo.summaries:
-            memo.summaries = {k: v for k, v in memo.summaries.items() if k[0] != name}
-            memo.summaries[key] = summarizer(s, name)
-        return memo.summaries[key]
+        return memo.get(f"summary:{name}", None if table is None else table.version(), now,
+                        lambda: summarizer(s, name))
 
     found_stream = _section(errors, "stream", stream)
     found_tables = _section(errors, "tables", lambda: summaries(settings, cached_summary)) or {}
@@ -108,10 +116,8 @@ def snapshot(sources: Sources, now: float | None = None, memo: _Memo | None = No
         versions = {name: s.head.version for name, s in found_tables.items() if s.head is not None}
         measured: dict[str, SiteSessions] = {}
         if SESSION_ROWS in versions:
-            key = tuple(sorted(versions.items()))
-            if memo.sites is None or memo.sites[0] != key:
-                memo.sites = (key, measure(settings, versions, moment))
-            measured = memo.sites[1]
+            measured = memo.get("sites", tuple(sorted(versions.items())), now,
+                                lambda: measure(settings, versions, moment))
         return sites_now(settings, found_tables, measured, sources.restarts, moment)
 
     found_sites = _section(errors, "sites", sites)
@@ -119,7 +125,8 @@ def snapshot(sources: Sources, now: float | None = None, memo: _Memo | None = No
 
     def chart() -> Series:
         first = TableLocation.of(settings, pipeline_tables(settings)[0]).open_or_none()
-        history = [] if first is None else list(first.history(limit=MAX_COMMITS))
+        history: list[dict[str, Any]] = [] if first is None else memo.get(
+            "history", first.version(), now, lambda: list(first.history(limit=MAX_COMMITS)))
         return series(history, read_lag_history(settings), now, hours,
                       current_lag=None if found_stream is None else found_stream[1])
 
@@ -130,13 +137,14 @@ def snapshot(sources: Sources, now: float | None = None, memo: _Memo | None = No
 
 
 class DashboardSource:
-    """Snapshots for a server: one per ``ttl`` seconds at most, whoever asks (thread-safe)."""
+    """Snapshots for a server: one per ``ttl`` seconds at most, whoever asks (thread-safe); the tables' rows,
+    the sites' sessions and the Delta history read again at most every ``heavy_ttl`` seconds."""
 
-    def __init__(self, load: Callable[[], Sources], ttl: float = 5.0) -> None:
+    def __init__(self, load: Callable[[], Sources], ttl: float = 5.0, heavy_ttl: float = 30.0) -> None:
         self._load = load
         self.ttl = ttl
         self._lock = threading.Lock()
-        self._memo = _Memo()
+        self._memo = _Memo(heavy_ttl)
         self._last: tuple[float, Dashboard] | None = None
 
     def get(self) -> Dashboard:
