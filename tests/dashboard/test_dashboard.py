@@ -227,3 +227,28 @@ def test_heavy_reads_wait_for_a_new_version_and_their_ttl() -> None:
     assert memo.get("t", 2, 131.0, lambda: read(2)) == 2
     assert memo.get("t", 2, 500.0, lambda: read(3)) == 2, "the same version: kept however old"
     assert reads == [1, 2]
+
+
+def test_sites_show_exposure_against_the_limit_and_their_quarantine_share(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    from restarts.test_restart_plan import DEAD, ROWS, minutes_ago  # clean starts, ends, gaps, dead letters
+    from streamwarden.tables.location import TableLocation
+
+    settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:1", session_timeout="300m")
+    for name, rows in ((SESSION_ROWS, ROWS), (QUARANTINE, DEAD)):
+        write_deltalake(TableLocation.of(settings, name).uri, rows.to_table(), partition_by=["topic"])
+    warden = load_warden_settings(broker_timeout=1)
+    dashboard = snapshot(Sources(settings, warden, load_restart_settings(schedule="@hourly"),
+                                 load_maintenance_settings()))
+
+    assert dashboard.sites is not None and dashboard.errors == {}
+    by_site = {s.site: s for s in dashboard.sites.sites}
+    old = by_site["sites-0"]  # its newest clean start: the "healed" session's resync 30 minutes before ROWS' time
+    assert old.newest_clean_start == minutes_ago(30).isoformat()
+    exposure = (datetime.now(UTC) - minutes_ago(30)).total_seconds()
+    assert old.exposure_s is not None and abs(old.exposure_s - exposure) < 60
+    assert old.over_limit == (exposure > 5400)
+    assert (old.rows, old.quarantined, old.quarantine_share) == (6, 2, 0.25)
+    assert 'data-figure="exposure-sites-0">' in page.fragment(dashboard)
+    assert 'streamwarden_site_exposure_limit_seconds 5400' in prometheus.render(dashboard)

@@ -82,7 +82,7 @@ class TableNow:
     rows: int
     files: int
     bytes: int
-    small_files: int
+    small_files: int | None  # None: not partitioned, so not maintained
     last_commit_at: str | None
     last_compaction_at: str | None
     last_maintenance: dict[str, Any] | None

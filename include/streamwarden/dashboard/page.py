@@ -195,7 +195,7 @@ def tables_card(tables: list[TableNow]) -> str:
         f'<td class=num data-figure="table-{escape(t.name)}-version">{"-" if t.version is None else t.version}</td>'
         f'<td class=num data-figure="table-{escape(t.name)}-rows">{t.rows:,}</td>'
         f'<td class=num data-figure="table-{escape(t.name)}-files">{t.files:,}</td>'
-        f"<td class=num>{t.small_files:,}</td><td>{escape(moment(t.last_compaction_at))}</td>"
+        f"<td class=num>{number(t.small_files)}</td><td>{escape(moment(t.last_compaction_at))}</td>"
         f"<td>{_validation(t)}</td>"
         f'<td class=num data-figure="table-{escape(t.name)}-validated">'
         f'{"-" if t.last_validated_version is None else t.last_validated_version}</td></tr>' for t in tables)

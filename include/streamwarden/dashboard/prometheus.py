@@ -62,7 +62,8 @@ def render(dashboard: Dashboard) -> str:
     lines += _metric("streamwarden_table_rows", "gauge", "Rows of each output table.",
                      [({"table": t.name}, float(t.rows)) for t in dashboard.tables if t.exists])
     lines += _metric("streamwarden_table_small_files", "gauge", "Files below maintenance's small-file size.",
-                     [({"table": t.name}, float(t.small_files)) for t in dashboard.tables if t.exists])
+                     [({"table": t.name}, None if t.small_files is None else float(t.small_files))
+                      for t in dashboard.tables])
     lines += _metric("streamwarden_validation_passed", "gauge", "1 when the last validation run passed.",
                      [({"table": t.name}, None if t.validation_passed is None else float(t.validation_passed))
                       for t in dashboard.tables])

@@ -57,12 +57,8 @@ def tables_now(settings: Settings, found_tables: dict[str, TableSummary], *, sma
     validated = (last_validated(validation_folder(settings.root("run"))) or {}).get("tables", {})
     found = []
     for name, summary in found_tables.items():
-        small = 0
-        if summary.head is not None:
-            location = TableLocation.of(settings, name)
-            plan = plan_table(location.open(summary.head.version), name, small_bytes=small_file_bytes,
-                              min_files=min_files)
-            small = sum(p.small_files for p in plan.partitions)
+        small = None if summary.head is None else _small_files(settings, name, summary.head.version,
+                                                                small_bytes=small_file_bytes, min_files=min_files)
         compacted_at, maintenance = last_compaction(history, name)
         checked = validation is not None and name in validation.get("versions", {})
         found.append(TableNow(
@@ -78,6 +74,15 @@ def tables_now(settings: Settings, found_tables: dict[str, TableSummary], *, sma
             last_validated_version=validated.get(name, {}).get("version"),
             last_validated_at=validated.get(name, {}).get("validated_at")))
     return found
+
+
+def _small_files(settings: Settings, name: str, version: int, *, small_bytes: int, min_files: int) -> int | None:
+    """Files below maintenance's small-file size (None for a table maintenance cannot plan: not partitioned)."""
+    table = TableLocation.of(settings, name).open(version)
+    if not table.metadata().partition_columns:
+        return None
+    plan = plan_table(table, name, small_bytes=small_bytes, min_files=min_files)
+    return sum(p.small_files for p in plan.partitions)
 
 
 def data_docs_file(settings: Settings, relative: str) -> Path | None:
