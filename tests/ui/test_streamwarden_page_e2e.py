@@ -114,6 +114,14 @@ def open_from_navigation(driver: Any, shots: Path) -> None:
         return None
 
     wait_for(visible_entry, 60, '"Streamwarden" in the navigation', driver, shots).click()
+    enter_frame(driver, shots)
+
+
+def enter_frame(driver: Any, shots: Path) -> None:
+    """Work inside the frame Airflow shows the page in (found again: a resize may re-create it)."""
+    from selenium.webdriver.common.by import By
+
+    driver.switch_to.default_content()
     frame = wait_for(lambda: [f for f in driver.find_elements(By.TAG_NAME, "iframe")
                               if "/streamwarden/" in (f.get_attribute("src") or "")], 60,
                      "the page's frame", driver, shots)[0]
@@ -193,11 +201,16 @@ def test_the_streamwarden_page(broker: LocalBroker, topic_factory: Callable[...,
             # A narrow window: nothing wider than the frame but the tables, which scroll inside their card.
             driver.set_window_size(420, 1000)
             time.sleep(1)
+            enter_frame(driver, shots)
+            wait_for(lambda: figure(driver, "stream-state") == "running", 30, "the page in a narrow window", driver,
+                     shots)
             overflow = driver.execute_script(
                 "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
             assert overflow <= 1, f"the page is {overflow}px wider than a narrow window"
             save(driver, shots, "page-narrow")
             driver.set_window_size(1280, 1000)
+            time.sleep(1)
+            enter_frame(driver, shots)
 
             # A failed validation, then a stopped stream, each shown by the page's own refresh.
             failed_validation(settings, table.head.version)
