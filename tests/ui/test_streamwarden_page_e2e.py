@@ -193,10 +193,7 @@ def test_the_streamwarden_page(broker: LocalBroker, topic_factory: Callable[...,
             assert figure(driver, "lag-total") == "0"
             assert figure(driver, "lag-status") in ("OK", "STARTING")
             assert "recover_stream" in figure(driver, "alerts")
-            wide = save(driver, shots, "page-wide")
-            if os.environ.get("UPDATE_README_SCREENSHOT") == "1":
-                README_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(wide, README_IMAGE)
+            save(driver, shots, "page-wide")
 
             # A narrow window: nothing wider than the frame but the tables, which scroll inside their card.
             driver.set_window_size(420, 1000)
@@ -216,6 +213,15 @@ def test_the_streamwarden_page(broker: LocalBroker, topic_factory: Callable[...,
             failed_validation(settings, table.head.version)
             wait_for(lambda: figure(driver, f"validation-{RECORDS}").startswith("FAILED GAP"), 60,
                      "the failed validation", driver, shots)
+            driver.set_window_size(1280, 1300)
+            time.sleep(1)
+            enter_frame(driver, shots)
+            wait_for(lambda: figure(driver, f"validation-{RECORDS}").startswith("FAILED GAP"), 30,
+                     "the page in a taller window", driver, shots)
+            tall = save(driver, shots, "page-failed-validation")
+            if os.environ.get("UPDATE_README_SCREENSHOT") == "1":
+                README_IMAGE.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(tall, README_IMAGE)
             assert job.stop() == 0, job.log_tail()
             wait_for(lambda: figure(driver, "stream-state") == "stopped", 60, "the stream shown stopped", driver,
                      shots)

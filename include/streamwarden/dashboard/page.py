@@ -42,7 +42,10 @@ fetch('?fragment=1',{credentials:'same-origin',cache:'no-store'}).then(function(
 if(!r.ok)throw new Error('HTTP '+r.status);return r.text();}).then(function(html){
 document.getElementById('dashboard').innerHTML=html;}).catch(function(e){
 var s=document.getElementById('refresh-state');if(s)s.textContent='refresh failed: '+e.message;})
-.finally(function(){busy=false;});}setInterval(refresh,MS);})();
+.finally(function(){busy=false;});}setInterval(refresh,MS);
+document.addEventListener('click',function(e){var a=e.target.closest&&e.target.closest('a[data-airflow-link]');
+if(!a||window.top===window)return;try{var p=window.parent;p.history.pushState(null,'',a.href);
+p.dispatchEvent(new p.PopStateEvent('popstate',{state:null}));e.preventDefault();}catch(err){}});})();
 """.replace("MS", str(REFRESH_S * 1000))
 
 
@@ -135,14 +138,16 @@ def svg_chart(points: list[tuple[float, float]], title: str, unit: str, name: st
     span = (x1 - x0) or 1.0
     pad = 24
 
-    def at(x: float, y: float) -> str:
-        return f"{pad + (x - x0) / span * (width - 2 * pad):.1f},{height - pad - y / top * (height - 2 * pad):.1f}"
+    def at(x: float, y: float) -> tuple[str, str]:
+        return f"{pad + (x - x0) / span * (width - 2 * pad):.1f}", f"{height - pad - y / top * (height - 2 * pad):.1f}"
 
-    line = " ".join(at(x, y) for x, y in points)
+    line = " ".join(",".join(at(x, y)) for x, y in points)
+    dots = "".join('<circle cx="{}" cy="{}" r="3" fill="#0969da"/>'.format(*at(x, y))
+                   for x, y in (points if len(points) <= 30 else points[-1:]))  # a lone point shows too
     start, end = (datetime.fromtimestamp(x, UTC).strftime("%H:%M") for x in (x0, x1))
     return (head + f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#d0d7de"/>'
-            f'<polyline fill="none" stroke="#0969da" stroke-width="2" points="{line}"/>'
+            f'<polyline fill="none" stroke="#0969da" stroke-width="2" points="{line}"/>{dots}'
             f'<text x="{pad}" y="14" font-size="11" fill="#57606a">max {top:,.0f} {escape(unit)}</text>'
             f'<text x="{pad}" y="{height - 6}" font-size="11" fill="#57606a">{start}</text>'
             f'<text x="{width - pad}" y="{height - 6}" font-size="11" fill="#57606a" text-anchor="end">{end}'
@@ -184,7 +189,7 @@ def _validation(t: TableNow) -> str:
         return _figure(f"validation-{t.name}", "not validated yet")
     verdict = "passed" if t.validation_passed else "FAILED " + ", ".join(
         f"{c} {n}" for c, n in t.validation_classes.items())
-    docs = ' · <a href="data-docs/index.html" target="_blank" rel="noopener">Data Docs</a>' if t.data_docs else ""
+    docs = ' · <a href="data-docs/index.html" data-figure="data-docs">Data Docs</a>' if t.data_docs else ""
     return (_figure(f"validation-{t.name}", verdict, "ok" if t.validation_passed else "bad")
             + f" {escape(moment(t.validation_at))}{docs}")
 
@@ -207,13 +212,14 @@ def tables_card(tables: list[TableNow]) -> str:
 
 def dag_links(airflow_base: str, alert: AlertNow) -> str:
     """The DAGs the alert names, each linked to its page in the Airflow UI (whose Trigger button takes the
-    Params), with the Params to give."""
+    Params), with the Params to give. Inside the UI's frame (sandboxed: no top navigation) the page's script
+    moves the UI itself to the link (its router follows the history); opened alone, the link leads there."""
     links = []
     for action in alert.actions:
         href = f"{airflow_base.rstrip('/')}/dags/{urllib.parse.quote(action.dag_id)}"
         params = "" if action.params is None else (
             f' with Params <code data-figure="alert-params">{escape(json.dumps(action.params))}</code>')
-        links.append(f'<div>trigger <a href="{escape(href)}" target="_top" data-figure="alert-dag">'
+        links.append(f'<div>trigger <a href="{escape(href)}" target="_top" data-airflow-link data-figure="alert-dag">'
                      f"{escape(action.dag_id)}</a>{params}</div>")
     return "".join(links)
 
