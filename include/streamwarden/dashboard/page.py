@@ -228,7 +228,7 @@ def alerts_card(alerts: list[AlertNow], airflow_base: str) -> str:
     items = "".join(
         f'<li><span class="{"bad" if a.severity == "critical" else "warn"}">{escape(a.severity)}</span> '
         f'{escape(moment(a.raised_at))} <span class="sub">{escape(a.source)}</span><div>{escape(a.summary)}</div>'
-        f'<div class="sub">next: {escape(a.next_action[:600])}</div>{dag_links(airflow_base, a)}</li>'
+        f'<div class="sub">next: {escape(a.next_action)}</div>{dag_links(airflow_base, a)}</li>'
         for a in alerts)
     return (f'<section class="card wide"><h2>Last alerts</h2><ul class="alerts" data-figure="alerts">'
             f'{items or "<li>none</li>"}</ul></section>')
