@@ -192,7 +192,8 @@ def test_the_streamwarden_page(broker: LocalBroker, topic_factory: Callable[...,
             assert figure(driver, f"table-{RECORDS}-files") == f"{table.files:,}"
             assert figure(driver, "lag-total") == "0"
             assert figure(driver, "lag-status") in ("OK", "STARTING")
-            assert "recover_stream" in figure(driver, "alerts")
+            wait_for(lambda: "recover_stream" in figure(driver, "alerts"), 30, "the alert (a snapshot is kept 5 s)",
+                     driver, shots)
             save(driver, shots, "page-wide")
 
             # A narrow window: nothing wider than the frame but the tables, which scroll inside their card.
