@@ -2,8 +2,8 @@
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
 - ``warden/``, ``local/``, ``runfiles/``, ``logs/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
-  ``control/``, ``restarts/``, ``recovery/`` and the shared top-level modules import no pyspark: the Airflow
-  workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
+  ``control/``, ``restarts/``, ``recovery/``, ``dashboard/`` and the shared top-level modules import no pyspark:
+  the Airflow workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
   validate and recover the tables, or to ask the sites for new sessions;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
 - the Airflow plugins and DAG files import no pyspark.
@@ -44,7 +44,8 @@ RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.logs",
           "streamwarden.kafka", "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation",
-          "streamwarden.control", "streamwarden.restarts", "streamwarden.recovery", "streamwarden.upgrade"),
+          "streamwarden.control", "streamwarden.restarts", "streamwarden.recovery", "streamwarden.upgrade",
+          "streamwarden.dashboard"),
          ("pyspark",),
          "the warden side runs without Spark",
          modules=SHARED),

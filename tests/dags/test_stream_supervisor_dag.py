@@ -13,6 +13,7 @@ from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
 from streamwarden.warden.alerts import alerts_path, read_alerts
+from streamwarden.warden.lag_history import read_lag_history
 
 REPO = Path(__file__).resolve().parents[2]
 # restart is marked successful instead of run: launching the real stream is tests/warden/test_supervisor.py's job.
@@ -92,6 +93,8 @@ def test_supervisor_branches_to_restart_when_no_stream_runs() -> None:
     assert states == {"check_health": "success", "decide_action": "success", "wait_for_backoff": "success",
                       "restart_stream": "success", "healthy": "skipped", "notify_degraded": "skipped",
                       "escalate": "skipped"}
+    (sample,) = read_lag_history(load_settings())  # the check's sample for the Streamwarden page's lag chart
+    assert sample.total_lag == 0 and sample.input_rows_per_second is None
 
 
 @pytest.mark.usefixtures("airflow_db", "stream_home")

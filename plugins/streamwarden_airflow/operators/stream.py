@@ -19,6 +19,7 @@ from streamwarden.runfiles.hold import read_hold
 from streamwarden.warden.actions import alert_decision, restart_stream
 from streamwarden.warden.decision import Action, Decision, decide
 from streamwarden.warden.health import HealthVerdict
+from streamwarden.warden.lag_history import append_lag_sample
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden.warden.watch import Sighting
 from streamwarden_airflow.hooks.stream import StreamwardenHook
@@ -68,9 +69,11 @@ class CheckHealthOperator(BaseOperator):
         sighting = watch_sighting(context)
         if sighting is not None:
             self.log.info("woken by the stream watch: %s", sighting.text())
-        assessment = StreamwardenHook().assess()
+        hook = StreamwardenHook()
+        assessment = hook.assess()
         self.log.info("stream health:\n%s", assessment.verdict.table())
         assessment.commit()
+        append_lag_sample(hook.settings, assessment.verdict, time.time())  # the Streamwarden page's lag chart
         return assessment.verdict.to_json()
 
 

@@ -1,0 +1,54 @@
+"""A bounded series of the supervisor's health checks (total lag and rates), for charts over the last hours.
+
+Burrow's windows in ``<run_root>/warden/health.json`` hold only the last checks of the current start; every
+check of ``stream_supervisor`` also appends one sample here (``<run_root>/warden/lag_history.json``: time,
+total lag, input and processed rows per second), kept for ``KEEP_S`` (24 h) and at most ``MAX_SAMPLES``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+from pathlib import Path
+
+from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.settings import Settings
+from streamwarden.warden.health import HealthVerdict
+
+KEEP_S = 24 * 3600.0
+MAX_SAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class LagSample:
+    """One health check: when (epoch seconds), the total lag, and the heartbeat's rates (None without one)."""
+
+    at: float
+    total_lag: int
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+
+    @classmethod
+    def of(cls, verdict: HealthVerdict, at: float) -> LagSample:
+        beat = verdict.heartbeat
+        return cls(at, verdict.lag.total_lag, beat.input_rows_per_second, beat.processed_rows_per_second)
+
+
+def lag_history_path(settings: Settings) -> Path:
+    return settings.root("run") / "warden" / "lag_history.json"
+
+
+def read_lag_history(settings: Settings) -> list[LagSample]:
+    """The samples kept, oldest first ([] before the first check, or when the file is unreadable)."""
+    try:
+        document = read_json(lag_history_path(settings)) or {}
+        return [LagSample(float(r[0]), int(r[1]), r[2], r[3]) for r in document.get("samples", [])]
+    except (OSError, ValueError, TypeError, IndexError):
+        return []
+
+
+def append_lag_sample(settings: Settings, verdict: HealthVerdict, at: float) -> list[LagSample]:
+    """Add the verdict's sample; drop samples older than ``KEEP_S`` before ``at`` and beyond ``MAX_SAMPLES``."""
+    samples = [s for s in read_lag_history(settings) if at - KEEP_S <= s.at < at]
+    samples = [*samples, LagSample.of(verdict, at)][-MAX_SAMPLES:]
+    write_json_atomic(lag_history_path(settings), {"samples": [list(astuple(s)) for s in samples]})
+    return samples

@@ -1,0 +1,1 @@
+"""The Streamwarden page in the Airflow UI: a FastAPI app serving :mod:`streamwarden.dashboard`."""
