@@ -23,6 +23,7 @@ from streamwarden.dashboard.sites_now import measure, sites_now
 from streamwarden.dashboard.stream_now import stream_now
 from streamwarden.dashboard.tables_now import summaries, tables_now
 from streamwarden.maintenance.settings import MaintenanceSettings
+from streamwarden.recovery.steps import RECOVERIES_LOG
 from streamwarden.restarts.sessions import SiteSessions
 from streamwarden.restarts.settings import RestartSettings
 from streamwarden.secrets import scrub
@@ -36,7 +37,6 @@ from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.settings import WardenSettings
 
 T = TypeVar("T")
-RECOVERIES = "recoveries.jsonl"
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def _section(errors: dict[str, str], name: str, read: Callable[[], T]) -> T | No
 
 def last_recovery(settings: Settings) -> dict[str, Any] | None:
     """The last line of ``run/recoveries.jsonl`` (the last recovery that changed the tables), or None."""
-    path = settings.root("run") / RECOVERIES
+    path = settings.root("run") / RECOVERIES_LOG
     try:
         lines = [line for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
