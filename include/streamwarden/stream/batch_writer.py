@@ -4,12 +4,24 @@ The batch's ranges come from the checkpoint's offset log and its query id from t
 ``metadata``; the sink keys the batch folder by both (:mod:`streamwarden.stream.sink.delta_sink`), so a
 replay in the same checkpoint overwrites its own uncommitted attempt and a new checkpoint never overwrites
 files an earlier table version references.
+
+Per batch:
+
+1. Plan every table (:meth:`DeltaSink.plan`); a table that holds the whole batch already is skipped (a
+   replay after a crash between two tables' commits). None left: the batch is only evaluated (``noop``).
+2. When the batch feeds more than one table, or its rows are counted, persist it: a stateful batch must
+   be evaluated exactly once.
+3. With a counter (the session job's packed output, :func:`~streamwarden.stream.sessions.packing.rows_by_kind`),
+   count each table's rows: this evaluates the whole batch.
+4. For each table: Spark writes its rows to the batch folder, and the driver commits them. A table with
+   no rows in the batch (most batches' ``quarantine``) is not written: what an earlier attempt left in its
+   folder is removed, and the commit records the offsets with no files.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,15 +71,18 @@ class TableSink:
 
     sink: DeltaSink
     select: Callable[[DataFrame], DataFrame]
+    kind: str | None = None  # its rows' key in the batch writer's counts (None: not counted, always written)
 
 
 class DeltaBatchWriter:
     """Writes each micro-batch to every table: Spark writes the files, the driver commits them."""
 
-    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path, compression: str) -> None:
+    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path, compression: str,
+                 count_rows: Callable[[DataFrame], Mapping[str, int]] | None = None) -> None:
         self.sinks = sinks
         self.checkpoint = checkpoint
         self.compression = compression
+        self.count_rows = count_rows
         self._query_id: str | None = None  # read at the first batch: the query writes it when it starts
 
     @property
@@ -92,12 +107,17 @@ class DeltaBatchWriter:
             # (Spark validates it), also when the output of a replayed or empty batch is already at rest.
             frame.write.format("noop").mode("overwrite").save()
             return
-        shared = len(pending) > 1  # computed once: a stateful batch must not be evaluated twice
+        shared = len(pending) > 1 or self.count_rows is not None  # a stateful batch must not run twice
         if shared:
             frame = frame.persist()
         try:
+            counts = None if self.count_rows is None else self.count_rows(frame)
             for sink, plan in pending:
-                self._write(sink, plan, frame, batch_id)
+                if counts is not None and sink.kind is not None and not counts.get(sink.kind):
+                    sink.sink.discard_written(plan)
+                    self._commit(sink, plan)
+                else:
+                    self._write(sink, plan, frame, batch_id)
         finally:
             if shared:
                 frame.unpersist()
@@ -113,6 +133,10 @@ class DeltaBatchWriter:
         if sink.sink.partition_by:
             writer = writer.partitionBy(*sink.sink.partition_by)
         writer.parquet(plan.write_dir)
+        self._commit(sink, plan)
+
+    @staticmethod
+    def _commit(sink: TableSink, plan: BatchPlan) -> None:
         result = sink.sink.commit(plan)
-        log.info("batch %d committed to %s as version %d: %d rows in %d files (commit %.0f ms)", batch_id,
+        log.info("batch %d committed to %s as version %d: %d rows in %d files (commit %.0f ms)", plan.batch_id,
                  result.table, result.version, result.rows, result.files, result.seconds * 1000)

@@ -8,26 +8,24 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
 from streamwarden.stream.batch_writer import DeltaBatchWriter, TableSink
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
-from streamwarden.stream.sessions.processor import (
-    INPUT_COLUMNS,
+from streamwarden.stream.sessions.packing import (
+    PACKED_INPUT_SCHEMA,
+    PACKED_OUTPUT_SCHEMA,
     SESSION_BUCKET,
     SESSION_KEY,
-    SessionJobConfig,
-    SessionProcessor,
+    Unpacker,
+    pack_by_bucket,
+    rows_by_kind,
 )
-from streamwarden.stream.sessions.tables import (
-    KIND_DEAD,
-    KIND_ROW,
-    operator_output_schema,
-    quarantine_columns,
-    session_rows_columns,
-)
+from streamwarden.stream.sessions.processor import INPUT_COLUMNS, SessionJobConfig, SessionProcessor
+from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.source.kafka_source import SOURCE_NAME, KafkaDataSource
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
@@ -91,7 +89,10 @@ def handler_columns(settings: Settings) -> Sequence[tuple[str, ColumnType]]:
 
 
 def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> DataFrame:
-    """Group records by session id (the Kafka key) into buckets and run the session handler over each session."""
+    """Group records by session id (the Kafka key) into buckets and run the session handler over each session.
+
+    Records cross the shuffle and the operator packed per bucket, and its output leaves packed per kind
+    (:mod:`streamwarden.stream.sessions.packing`)."""
     config = SessionJobConfig(
         handler_path=settings.session_handler,
         table_schema=dict(settings.table_schema),
@@ -102,17 +103,21 @@ def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[st
     session = F.coalesce(F.col("key").cast("string"), F.lit(""))
     keyed = raw.select(*INPUT_COLUMNS, session.alias(SESSION_KEY),
                        F.pmod(F.xxhash64(session), F.lit(settings.session_buckets)).alias(SESSION_BUCKET))
-    return keyed.groupBy(SESSION_BUCKET).transformWithStateInPandas(
+    packed = keyed.mapInArrow(pack_by_bucket, PACKED_INPUT_SCHEMA)
+    return packed.groupBy(SESSION_BUCKET).transformWithStateInPandas(
         statefulProcessor=SessionProcessor(config),
-        outputStructType=operator_output_schema(columns),
+        outputStructType=PACKED_OUTPUT_SCHEMA,
         outputMode="Append",
         timeMode="ProcessingTime",
     )
 
 
-def _selector(kind: str, columns: Sequence[str], time_column: str) -> Callable[[DataFrame], DataFrame]:
+def _unpacked(kind: str, schema: StructType, time_column: str) -> Callable[[DataFrame], DataFrame]:
+    """The rows of one kind of the operator's packed output, as a table's rows with its folder columns."""
+    unpack = Unpacker(kind, to_arrow_schema(schema, timezone="UTC"))
+
     def select(frame: DataFrame) -> DataFrame:
-        return with_partition_columns(frame.filter(F.col("kind") == kind).select(*columns), time_column)
+        return with_partition_columns(frame.filter(F.col("kind") == kind).mapInArrow(unpack, schema), time_column)
 
     return select
 
@@ -121,15 +126,15 @@ def _sinks(settings: Settings, frame: DataFrame, columns: Sequence[tuple[str, Co
     """The output tables, each created (or checked against its pinned schema) before the first batch."""
     folders = [PARTITION_COLUMN_NAMES[c] for c in settings.output_partition_by]
 
-    def sink(table: str, select: Callable[[DataFrame], DataFrame]) -> TableSink:
+    def sink(table: str, select: Callable[[DataFrame], DataFrame], kind: str | None = None) -> TableSink:
         schema = to_arrow_schema(select(frame).schema, timezone="UTC")
-        return TableSink(DeltaSink(TableLocation.of(settings, table), schema, folders), select)
+        return TableSink(DeltaSink(TableLocation.of(settings, table), schema, folders), select, kind)
 
     if settings.pipeline == "records":
         return [sink(RECORDS, lambda rows: with_partition_columns(rows, "timestamp"))]
     return [
-        sink(SESSION_ROWS, _selector(KIND_ROW, session_rows_columns(columns), "event_ts")),
-        sink(QUARANTINE, _selector(KIND_DEAD, quarantine_columns(), "kafka_timestamp")),
+        sink(SESSION_ROWS, _unpacked(KIND_ROW, session_rows_schema(columns), "event_ts"), KIND_ROW),
+        sink(QUARANTINE, _unpacked(KIND_DEAD, quarantine_schema(), "kafka_timestamp"), KIND_DEAD),
     ]
 
 
@@ -139,7 +144,7 @@ def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     columns = handler_columns(settings) if settings.pipeline == "sessions" else []
     frame = raw if settings.pipeline == "records" else session_frame(raw, settings, columns)
     writer = DeltaBatchWriter(_sinks(settings, frame, columns), settings.checkpoint_location,
-                              settings.output_compression)
+                              settings.output_compression, None if settings.pipeline == "records" else rows_by_kind)
     return (
         frame.writeStream.queryName(settings.query_name)
         .foreachBatch(writer)

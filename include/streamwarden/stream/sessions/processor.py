@@ -6,30 +6,31 @@ grouping key, one pandas frame in, one frame out, each converted to and from Arr
 Each session's framework meta and handler state is one entry of the bucket's ``MapState`` (keyed by
 session id, TTL = the session timeout): one read and one write per session touched in the batch.
 
-Per bucket and batch: sort the records by (topic, partition, offset) -- they arrive after a shuffle, in
-no particular order -- split them by session in that order, run :func:`process_session` over each
-session, store or release its state, and return applied rows and dead letters of all the bucket's
-sessions in one frame (``kind`` tells them apart).
+Per bucket and batch: read the bucket's packed records (:mod:`.packing`) in (topic, partition, offset)
+order -- they arrive after a shuffle, in no particular order -- split them by session in that order, run
+:func:`process_session` over each session, store or release its state, and return the applied rows and the
+dead letters of all the bucket's sessions as one packed row per kind (``kind`` tells them apart).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
 from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, SessionResult, process_session
 from streamwarden.stream.sessions.handler import SessionHandler, load_handler
-from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, operator_output_schema
+from streamwarden.stream.sessions.packing import PACKED_RECORDS, SESSION_KEY, pack_rows, unpack_records
+from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.wire import TableSchema
 
 INPUT_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
-SESSION_KEY, SESSION_BUCKET = "session_key", "session_bucket"
-_PANDAS_DTYPES = {"timestamp": "timestamp", "double": "float64"}
-"""Output dtypes: an all-null column must not become float NaN (Spark rejects pandas extension dtypes)."""
 
 
 @dataclass(frozen=True)
@@ -42,22 +43,20 @@ class SessionJobConfig:
     session_timeout_ms: int
 
 
-def _series(values: list[Any], dtype: str) -> pd.Series:
-    if dtype == "timestamp":
-        return pd.Series(pd.to_datetime(values, utc=True, format="ISO8601"))
-    return pd.Series(values, dtype=dtype)
-
-
-def _records_by_session(frame: pd.DataFrame) -> dict[str, list[RawRecord]]:
-    """The bucket's records, split by session id, each list in (topic, partition, offset) order."""
-    frame = frame.sort_values(["topic", "partition", "offset"], kind="stable")
-    stamps = [None if ts is pd.NaT else ts for ts in frame["timestamp"].array.to_pydatetime()]
+def _records_by_session(records: pa.Table) -> dict[str, list[RawRecord]]:
+    """The bucket's records (in Kafka order), split by session id, each list in that order."""
     sessions: dict[str, list[RawRecord]] = {}
-    for session, topic, partition, offset, key, value, ts in zip(
-            frame[SESSION_KEY].tolist(), frame["topic"].tolist(), frame["partition"].tolist(),
-            frame["offset"].tolist(), frame["key"].tolist(), frame["value"].tolist(), stamps, strict=True):
-        sessions.setdefault(session, []).append(RawRecord(topic, int(partition), int(offset), key, value, ts))
+    columns = [records.column(name).to_pylist() for name in (SESSION_KEY, *INPUT_COLUMNS)]
+    for session, topic, partition, offset, key, value, ts in zip(*columns, strict=True):
+        sessions.setdefault(session, []).append(RawRecord(topic, partition, offset, key, value, ts))
     return sessions
+
+
+def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """One output column; a handler's timestamps may be ISO-8601 strings (as the wire carries them)."""
+    if pa.types.is_timestamp(type_):
+        values = [datetime.fromisoformat(v) if isinstance(v, str) else v for v in values]
+    return pa.array(values, type_)
 
 
 class SessionProcessor(StatefulProcessor):
@@ -69,17 +68,22 @@ class SessionProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handler: SessionHandler[Any] = load_handler(self.config.handler_path)
         self.schema = TableSchema.parse(self.config.table_schema)
-        output = operator_output_schema(self.handler.output_columns(self.schema))
-        self.columns = output.fieldNames()
-        self.dtypes = {f.name: _PANDAS_DTYPES.get(f.dataType.typeName(), "object") for f in output.fields}
+        self.handler_columns = [name for name, _ in self.handler.output_columns(self.schema)]
+        self.rows_schema = to_arrow_schema(session_rows_schema(self.handler.output_columns(self.schema)),
+                                           timezone="UTC")
+        self.dead_schema = to_arrow_schema(quarantine_schema(), timezone="UTC")
         self.sessions = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY",
                                            self.config.session_timeout_ms)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        frame = pd.concat(list(rows), ignore_index=True)  # the iterator may yield several chunks
-        results = [self._session(session, records) for session, records in _records_by_session(frame).items()]
-        yield self._frame(results)
+        payloads = [payload for frame in rows for payload in frame[PACKED_RECORDS].tolist()]
+        by_session = _records_by_session(unpack_records(payloads))
+        results = [self._session(session, records) for session, records in by_session.items()]
+        packed = [pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
+                                                             (KIND_DEAD, self._dead(results))) if batch.num_rows]
+        if packed:
+            yield pd.DataFrame(packed, columns=["kind", "rows", "payload"])
 
     def _session(self, session: str, records: list[RawRecord]) -> SessionResult:
         """One session's records of this batch: read its state, apply them, store or release the state."""
@@ -95,31 +99,36 @@ class SessionProcessor(StatefulProcessor):
             self.sessions.updateValue((session,), (result.meta.to_json(), self.handler.encode_state(result.state)))
         return result
 
-    def _frame(self, results: list[SessionResult]) -> pd.DataFrame:
-        """Column by column (a list of dicts through pandas costs ~4x more per row)."""
-        size = sum(len(r.rows) + len(r.dead) for r in results)
-        cols: dict[str, list[Any]] = {name: [None] * size for name in self.columns}
-        kind, topic, partition, offset = cols["kind"], cols["topic"], cols["partition"], cols["offset"]
-        session_id, seq, event_ts = cols["session_id"], cols["seq"], cols["event_ts"]
-        boundary, restart_request = cols["boundary"], cols["restart_request"]
-        i = 0
+    def _rows(self, results: list[SessionResult]) -> pa.RecordBatch:
+        """The applied rows of the bucket's sessions, column by column (``session_rows``' schema)."""
+        framework: list[list[Any]] = [[] for _ in range(8)]
+        topic, partition, offset, session_id, seq, event_ts, boundary, restart_request = framework
+        values: list[list[Any]] = [[] for _ in self.handler_columns]
         for result in results:
             for applied in result.rows:
-                rec, event = applied.record, applied.event
-                kind[i], topic[i], partition[i], offset[i] = KIND_ROW, rec.topic, rec.partition, rec.offset
-                session_id[i], seq[i], event_ts[i] = event.session_id, event.seq, event.ts
-                boundary[i] = None if applied.boundary is None else applied.boundary.value
-                restart_request[i] = applied.restart_request
-                for name, value in applied.row.items():
-                    cols[name][i] = value
-                i += 1
-            for dead in result.dead:
-                rec = dead.record
-                kind[i], topic[i], partition[i], offset[i] = KIND_DEAD, rec.topic, rec.partition, rec.offset
-                cols["key"][i], cols["value"][i], cols["kafka_timestamp"][i] = rec.key, rec.value, rec.timestamp
-                cols["error_class"][i], cols["error_message"][i] = dead.error_class, dead.message
-                i += 1
-        return pd.DataFrame({name: _series(values, self.dtypes[name]) for name, values in cols.items()})
+                rec, event, row = applied.record, applied.event, applied.row
+                topic.append(rec.topic)
+                partition.append(rec.partition)
+                offset.append(rec.offset)
+                session_id.append(event.session_id)
+                seq.append(event.seq)
+                event_ts.append(event.ts)
+                boundary.append(None if applied.boundary is None else applied.boundary.value)
+                restart_request.append(applied.restart_request)
+                for name, column in zip(self.handler_columns, values, strict=True):
+                    column.append(row.get(name))
+        return pa.RecordBatch.from_arrays(
+            [_array(column, field.type) for column, field in zip([*framework, *values], self.rows_schema,
+                                                                  strict=True)], schema=self.rows_schema)
+
+    def _dead(self, results: list[SessionResult]) -> pa.RecordBatch:
+        """The dead letters of the bucket's sessions (``quarantine``'s schema)."""
+        dead = [letter for result in results for letter in result.dead]
+        columns: list[list[Any]] = [[d.record.topic for d in dead], [d.record.partition for d in dead],
+                   [d.record.offset for d in dead], [d.record.key for d in dead], [d.record.value for d in dead],
+                   [d.record.timestamp for d in dead], [d.error_class for d in dead], [d.message for d in dead]]
+        return pa.RecordBatch.from_arrays([_array(column, field.type) for column, field in
+                                           zip(columns, self.dead_schema, strict=True)], schema=self.dead_schema)
 
     def close(self) -> None:
         """Nothing to release: the state handles belong to Spark."""

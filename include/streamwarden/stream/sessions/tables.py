@@ -1,4 +1,4 @@
-"""Spark schemas of the session job: the stateful operator's output, and the two tables it feeds."""
+"""Spark schemas of the session job: the two tables its stateful operator feeds."""
 
 from __future__ import annotations
 
@@ -41,15 +41,11 @@ def handler_fields(columns: Sequence[tuple[str, ColumnType]]) -> list[StructFiel
     return [StructField(name, _SPARK_TYPES[type_]) for name, type_ in columns]
 
 
-def operator_output_schema(columns: Sequence[tuple[str, ColumnType]]) -> StructType:
-    """One schema for both outcomes of a record: ``kind`` row (applied) or dead (quarantined)."""
-    return StructType([StructField("kind", StringType()), *KAFKA_COLUMNS, *SESSION_COLUMNS,
-                       *handler_fields(columns), *DEAD_COLUMNS])
+def session_rows_schema(columns: Sequence[tuple[str, ColumnType]]) -> StructType:
+    """The rows of applied events (``session_rows``): Kafka and session columns, then the handler's."""
+    return StructType([*KAFKA_COLUMNS, *SESSION_COLUMNS, *handler_fields(columns)])
 
 
-def session_rows_columns(columns: Sequence[tuple[str, ColumnType]]) -> list[str]:
-    return [f.name for f in KAFKA_COLUMNS + SESSION_COLUMNS] + [name for name, _ in columns]
-
-
-def quarantine_columns() -> list[str]:
-    return [f.name for f in KAFKA_COLUMNS + DEAD_COLUMNS]
+def quarantine_schema() -> StructType:
+    """The dead letters (``quarantine``): where each record was, its bytes, and why it was not applied."""
+    return StructType([*KAFKA_COLUMNS, *DEAD_COLUMNS])

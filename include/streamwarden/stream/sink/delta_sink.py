@@ -184,6 +184,15 @@ class DeltaSink:
         with self.location.reaching():
             return self._commit(plan)
 
+    def discard_written(self, plan: BatchPlan) -> None:
+        """Remove the batch folder of ``plan`` (what an earlier attempt wrote), for a batch that writes nothing
+        to this table: step 2 must find no files of that attempt."""
+        with self.location.reaching():
+            store, table_path = self.location.filesystem()
+            folder = f"{table_path}/{batch_folder(plan.key)}"
+            if store.get_file_info(folder).type != fs.FileType.NotFound:
+                store.delete_dir(folder)
+
     def _commit(self, plan: BatchPlan) -> CommitResult:
         started = time.monotonic()
         store, table_path = self.location.filesystem()
