@@ -12,7 +12,7 @@ not by the partition).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
+from streamwarden.tables.batches import regrouped
 from streamwarden.tables.statistics import file_statistics
 
 HASH_SEED = 0x5EED
@@ -124,7 +125,7 @@ def _figures(paths: list[str], filesystem: fs.FileSystem, schema: pa.Schema,
     figures: dict[TopicPartition, Figures] = {}
     scanner = ds.dataset(paths, schema=schema, filesystem=filesystem, format="parquet").scanner(
         columns=sorted(schema.names))
-    for chunk in _chunks(scanner.to_batches()):
+    for chunk in regrouped(scanner.to_batches(), CHUNK_ROWS):  # small files give small batches
         frame = pl.from_arrow(chunk)
         assert isinstance(frame, pl.DataFrame)
         hashed = frame.with_columns(_hash=frame.hash_rows(seed=HASH_SEED))
@@ -139,22 +140,6 @@ def _figures(paths: list[str], filesystem: fs.FileSystem, schema: pa.Schema,
                            int(row["hash_high"]))
             figures[key] = part if key not in figures else figures[key] + part
     return figures
-
-
-def _chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """The batches regrouped into tables of about ``CHUNK_ROWS`` rows (small files give small batches, and
-    each chunk costs a fixed overhead)."""
-    pending: list[pa.RecordBatch] = []
-    rows = 0
-    for batch in batches:
-        if batch.num_rows:
-            pending.append(batch)
-            rows += batch.num_rows
-        if rows >= CHUNK_ROWS:
-            yield pa.Table.from_batches(pending)
-            pending, rows = [], 0
-    if pending:
-        yield pa.Table.from_batches(pending)
 
 
 def _disagreements(logged: LoggedFile, footer: Mapping[str, Any]) -> list[str]:

@@ -13,9 +13,11 @@ Per batch:
    be evaluated exactly once.
 3. With a counter (the session job's packed output, :func:`~streamwarden.stream.sessions.packing.rows_by_kind`),
    count each table's rows: this evaluates the whole batch.
-4. For each table: Spark writes its rows to the batch folder, and the driver commits them. A table with
-   no rows in the batch (most batches' ``quarantine``) is not written: what an earlier attempt left in its
-   folder is removed, and the commit records the offsets with no files.
+4. For each table: its rows are written to the batch folder (:class:`SparkWrite`: Spark's Parquet writer;
+   :class:`PackedWrite`: the executors write the packed rows with pyarrow and report every file's rows,
+   which must add up to the count of step 3), and the driver commits them. A table with no rows in the
+   batch (most batches' ``quarantine``) is not written: what an earlier attempt left in its folder is
+   removed, and the commit records the offsets with no files.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from streamwarden.failures import IntegrityError
 from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
 from streamwarden.runfiles.checkpoint import query_id as read_query_id
-from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink
-from streamwarden.stream.sink.ranges import OffsetRanges
+from streamwarden.stream.sink.batch_files import WRITTEN_SCHEMA, BatchFiles
+from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink, batch_folder
+from streamwarden.stream.sink.ranges import OffsetRanges, flatten
 
 log = logging.getLogger("streamwarden.stream.sink")
 
@@ -66,22 +70,56 @@ def checkpoint_query_id(checkpoint: Path) -> str:
 
 
 @dataclass(frozen=True)
+class SparkWrite:
+    """Spark writes a table's rows (``select`` of the batch) into the batch folder with its Parquet writer."""
+
+    select: Callable[[DataFrame], DataFrame]
+    compression: str
+
+    def __call__(self, frame: DataFrame, plan: BatchPlan, sink: DeltaSink) -> int | None:
+        rows = self.select(frame)
+        keep = plan.exclusion_predicate()
+        if keep is not None:
+            rows = rows.filter(keep)
+        writer = rows.write.mode("overwrite").option("compression", self.compression)
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+        writer.parquet(plan.write_dir)
+        return None
+
+
+@dataclass(frozen=True)
+class PackedWrite:
+    """The executors write a table's rows from the batch's packed output (rows of ``kind``) with pyarrow."""
+
+    kind: str
+    time_column: str  # the folder columns' date and hour
+    compression: str
+
+    def __call__(self, frame: DataFrame, plan: BatchPlan, sink: DeltaSink) -> int | None:
+        sink.discard_written(plan)  # the files are named per task, not per attempt: clear what one left
+        files = BatchFiles(sink.location, batch_folder(plan.key), self.kind, self.time_column,
+                           tuple(sink.partition_by), self.compression, tuple(flatten(plan.already_committed)))
+        written = frame.filter(F.col("kind") == self.kind).mapInArrow(files, WRITTEN_SCHEMA).collect()
+        return sum(int(row["rows"]) for row in written)
+
+
+@dataclass(frozen=True)
 class TableSink:
-    """One output table: which rows of the batch go there, and its Delta sink (which knows the partitioning)."""
+    """One output table: its Delta sink (which knows the partitioning) and how a batch's rows are written."""
 
     sink: DeltaSink
-    select: Callable[[DataFrame], DataFrame]
+    write: Callable[[DataFrame, BatchPlan, DeltaSink], int | None]  # the rows written, when known
     kind: str | None = None  # its rows' key in the batch writer's counts (None: not counted, always written)
 
 
 class DeltaBatchWriter:
     """Writes each micro-batch to every table: Spark writes the files, the driver commits them."""
 
-    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path, compression: str,
+    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path,
                  count_rows: Callable[[DataFrame], Mapping[str, int]] | None = None) -> None:
         self.sinks = sinks
         self.checkpoint = checkpoint
-        self.compression = compression
         self.count_rows = count_rows
         self._query_id: str | None = None  # read at the first batch: the query writes it when it starts
 
@@ -113,27 +151,26 @@ class DeltaBatchWriter:
         try:
             counts = None if self.count_rows is None else self.count_rows(frame)
             for sink, plan in pending:
-                if counts is not None and sink.kind is not None and not counts.get(sink.kind):
+                counted = None if counts is None or sink.kind is None else counts.get(sink.kind, 0)
+                if counted == 0:
                     sink.sink.discard_written(plan)
-                    self._commit(sink, plan)
                 else:
-                    self._write(sink, plan, frame, batch_id)
+                    self._write(sink, plan, frame, counted)
+                self._commit(sink, plan)
         finally:
             if shared:
                 frame.unpersist()
 
-    def _write(self, sink: TableSink, plan: BatchPlan, frame: DataFrame, batch_id: int) -> None:
-        rows = sink.select(frame)
-        keep = plan.exclusion_predicate()
-        if keep is not None:
-            log.warning("batch %d: skipping already committed offsets of %s: %s", batch_id, sink.sink.name,
+    @staticmethod
+    def _write(sink: TableSink, plan: BatchPlan, frame: DataFrame, counted: int | None) -> None:
+        if plan.already_committed:
+            log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id, sink.sink.name,
                         plan.already_committed)
-            rows = rows.filter(keep)
-        writer = rows.write.mode("overwrite").option("compression", self.compression)
-        if sink.sink.partition_by:
-            writer = writer.partitionBy(*sink.sink.partition_by)
-        writer.parquet(plan.write_dir)
-        self._commit(sink, plan)
+        written = sink.write(frame, plan, sink.sink)
+        if written is not None and counted is not None and not plan.already_committed and written != counted:
+            raise IntegrityError(f"batch {plan.batch_id}: the files written to {sink.sink.name} hold {written} rows, "
+                                 f"the batch made {counted}; nothing was committed",
+                                 details={"table": sink.sink.name, "written": written, "counted": counted})
 
     @staticmethod
     def _commit(sink: TableSink, plan: BatchPlan) -> None:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
 
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
-from streamwarden.stream.batch_writer import DeltaBatchWriter, TableSink
+from streamwarden.stream.batch_writer import DeltaBatchWriter, PackedWrite, SparkWrite, TableSink
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
 from streamwarden.stream.sessions.packing import (
@@ -20,12 +20,12 @@ from streamwarden.stream.sessions.packing import (
     PACKED_OUTPUT_SCHEMA,
     SESSION_BUCKET,
     SESSION_KEY,
-    Unpacker,
     pack_by_bucket,
     rows_by_kind,
 )
 from streamwarden.stream.sessions.processor import INPUT_COLUMNS, SessionJobConfig, SessionProcessor
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
+from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, with_folder_schema
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.source.kafka_source import SOURCE_NAME, KafkaDataSource
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
@@ -34,10 +34,6 @@ from streamwarden.wire import ColumnType, TableSchema
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-
-PARTITION_COLUMN_NAMES = {"topic": "source_topic", "date": "event_date", "hour": "event_hour"}
-"""Folder partition columns; distinct from the in-file columns, so every file keeps topic/partition/offset."""
-
 
 def source_options(settings: Settings) -> dict[str, str]:
     """Options for the Kafka source (same names for the Python source and Spark's JVM connector)."""
@@ -71,14 +67,11 @@ def kafka_frame(spark: SparkSession, settings: Settings) -> DataFrame:
     return spark.readStream.format(source).options(**source_options(settings)).load()
 
 
-def with_partition_columns(frame: DataFrame, time_column: str) -> DataFrame:
-    """Add folder partition columns derived from the topic and a timestamp column (UTC)."""
-    return frame.select(
-        "*",
-        F.col("topic").alias(PARTITION_COLUMN_NAMES["topic"]),
-        F.date_format(time_column, "yyyy-MM-dd").alias(PARTITION_COLUMN_NAMES["date"]),
-        F.date_format(time_column, "HH").alias(PARTITION_COLUMN_NAMES["hour"]),
-    )
+def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
+    """Add the folder columns derived from the topic and a timestamp column (UTC)."""
+    return frame.select("*", *(
+        (F.col("topic") if column.spark_format is None else F.date_format(time_column, column.spark_format))
+        .alias(column.name) for column in FOLDER_COLUMNS.values()))
 
 
 def handler_columns(settings: Settings) -> Sequence[tuple[str, ColumnType]]:
@@ -112,29 +105,26 @@ def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[st
     )
 
 
-def _unpacked(kind: str, schema: StructType, time_column: str) -> Callable[[DataFrame], DataFrame]:
-    """The rows of one kind of the operator's packed output, as a table's rows with its folder columns."""
-    unpack = Unpacker(kind, to_arrow_schema(schema, timezone="UTC"))
-
-    def select(frame: DataFrame) -> DataFrame:
-        return with_partition_columns(frame.filter(F.col("kind") == kind).mapInArrow(unpack, schema), time_column)
-
-    return select
+def _records_rows(frame: DataFrame) -> DataFrame:
+    return with_folder_columns(frame, "timestamp")
 
 
 def _sinks(settings: Settings, frame: DataFrame, columns: Sequence[tuple[str, ColumnType]]) -> list[TableSink]:
     """The output tables, each created (or checked against its pinned schema) before the first batch."""
-    folders = [PARTITION_COLUMN_NAMES[c] for c in settings.output_partition_by]
+    folders = [FOLDER_COLUMNS[c].name for c in settings.output_partition_by]
 
-    def sink(table: str, select: Callable[[DataFrame], DataFrame], kind: str | None = None) -> TableSink:
-        schema = to_arrow_schema(select(frame).schema, timezone="UTC")
-        return TableSink(DeltaSink(TableLocation.of(settings, table), schema, folders), select, kind)
+    def sink(table: str, schema: pa.Schema) -> DeltaSink:
+        return DeltaSink(TableLocation.of(settings, table), schema, folders)
 
+    compression = settings.output_compression
     if settings.pipeline == "records":
-        return [sink(RECORDS, lambda rows: with_partition_columns(rows, "timestamp"))]
+        schema = to_arrow_schema(with_folder_columns(frame, "timestamp").schema, timezone="UTC")
+        return [TableSink(sink(RECORDS, schema), SparkWrite(_records_rows, compression))]
+    rows_schema = with_folder_schema(to_arrow_schema(session_rows_schema(columns), timezone="UTC"))
+    dead_schema = with_folder_schema(to_arrow_schema(quarantine_schema(), timezone="UTC"))
     return [
-        sink(SESSION_ROWS, _unpacked(KIND_ROW, session_rows_schema(columns), "event_ts"), KIND_ROW),
-        sink(QUARANTINE, _unpacked(KIND_DEAD, quarantine_schema(), "kafka_timestamp"), KIND_DEAD),
+        TableSink(sink(SESSION_ROWS, rows_schema), PackedWrite(KIND_ROW, "event_ts", compression), KIND_ROW),
+        TableSink(sink(QUARANTINE, dead_schema), PackedWrite(KIND_DEAD, "kafka_timestamp", compression), KIND_DEAD),
     ]
 
 
@@ -144,7 +134,7 @@ def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     columns = handler_columns(settings) if settings.pipeline == "sessions" else []
     frame = raw if settings.pipeline == "records" else session_frame(raw, settings, columns)
     writer = DeltaBatchWriter(_sinks(settings, frame, columns), settings.checkpoint_location,
-                              settings.output_compression, None if settings.pipeline == "records" else rows_by_kind)
+                              None if settings.pipeline == "records" else rows_by_kind)
     return (
         frame.writeStream.queryName(settings.query_name)
         .foreachBatch(writer)

@@ -32,7 +32,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from streamwarden.failures import IntegrityError, MalformedDataError
 from streamwarden.stream.sessions.handler import OutputRow, SessionHandler
@@ -97,20 +97,18 @@ class SessionMeta:
         return cls(**json.loads(text))
 
 
-@dataclass(frozen=True)
-class RawRecord:
-    """One Kafka record of the session."""
+class RawRecord(NamedTuple):
+    """One Kafka record of the session (a tuple: one is built per record, at a tenth of a frozen dataclass's cost)."""
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
-    timestamp: datetime | None
+    timestamp: datetime | None  # the Kafka timestamp, UTC (the job passes it naive, in UTC)
 
 
-@dataclass(frozen=True)
-class AppliedRow:
+class AppliedRow(NamedTuple):
     """An output row with the event that caused it, and the session boundary that event is (if any)."""
 
     record: RawRecord
@@ -124,8 +122,7 @@ class AppliedRow:
         return self.event.restart_request if isinstance(self.event, SnapshotEvent) else None
 
 
-@dataclass(frozen=True)
-class DeadLetter:
+class DeadLetter(NamedTuple):
     """A record that was not applied, and why."""
 
     record: RawRecord

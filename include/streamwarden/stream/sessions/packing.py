@@ -13,8 +13,9 @@ stateful stage's CPU. So rows do not cross it one by one:
 3. **Out of the operator** (:func:`pack_rows`): the applied rows and the dead letters of a bucket are built
    column by column as two Arrow record batches with the tables' exact schemas, each one output row
    ``(kind, rows, payload)``.
-4. **In the batch writer** (:class:`Unpacker`, a ``mapInArrow`` function): a table's payloads are read
-   back into its rows for Spark's Parquet write; :func:`rows_by_kind` counts them without reading them.
+4. **In the batch writer**: :func:`rows_by_kind` counts each table's rows without reading them, and the
+   executors write each table's payloads as its Parquet files
+   (:class:`~streamwarden.stream.sink.batch_files.BatchFiles`).
 
 Nothing here is state: the grouping key and the state layout are the operator's, unchanged by packing.
 """
@@ -22,13 +23,15 @@ Nothing here is state: the grouping key and the state layout are the operator's,
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from streamwarden.stream.ipc import from_ipc, to_ipc
+from streamwarden.tables.batches import regrouped
 
 SESSION_KEY, SESSION_BUCKET = "session_key", "session_bucket"
 PACKED_RECORDS = "records"
@@ -42,36 +45,13 @@ FLUSH_ROWS = 200_000
 """A read task packs at most this many records at once (bounds its memory on large batches)."""
 
 
-def to_ipc(data: pa.Table | pa.RecordBatch) -> bytes:
-    """``data`` as one Arrow IPC stream."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, data.schema) as writer:
-        writer.write(data)
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
-
-
-def from_ipc(payload: bytes) -> pa.Table:
-    """The table in one Arrow IPC stream."""
-    return pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
-
-
 def pack_by_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Step 1 (``mapInArrow``): a task's records (with ``session_bucket``) as one payload per bucket."""
-    pending: list[pa.RecordBatch] = []
-    size = 0
-    for batch in batches:
-        if batch.num_rows:
-            pending.append(batch)
-            size += batch.num_rows
-        if size >= FLUSH_ROWS:
-            yield _packed(pending)
-            pending, size = [], 0
-    if pending:
-        yield _packed(pending)
+    for table in regrouped(batches, FLUSH_ROWS):
+        yield _packed(table)
 
 
-def _packed(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    table = pa.Table.from_batches(batches)
+def _packed(table: pa.Table) -> pa.RecordBatch:
     buckets = table.column(SESSION_BUCKET).to_numpy()
     order = np.argsort(buckets, kind="stable")
     table = table.take(pa.array(order)).drop_columns([SESSION_BUCKET])
@@ -91,21 +71,6 @@ def unpack_records(payloads: list[bytes]) -> pa.Table:
 def pack_rows(kind: str, batch: pa.RecordBatch) -> tuple[str, int, bytes]:
     """Step 3: one output row of the operator, carrying ``batch`` (rows of one table)."""
     return kind, batch.num_rows, to_ipc(batch)
-
-
-@dataclass(frozen=True)
-class Unpacker:
-    """Step 4 (``mapInArrow``): the rows of one kind, as record batches of the table's Arrow schema."""
-
-    kind: str
-    schema: pa.Schema
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            kinds = batch.column("kind").to_pylist()
-            for kind, payload in zip(kinds, batch.column("payload").to_pylist(), strict=True):
-                if kind == self.kind and payload is not None:
-                    yield from from_ipc(payload).cast(self.schema).to_batches()
 
 
 def rows_by_kind(frame: DataFrame) -> Mapping[str, int]:

@@ -1,0 +1,160 @@
+"""Packed rows through the stateful operator, and the executors' Parquet files, against what Spark writes.
+
+The packed path (``sessions.packing`` and ``sink.batch_files``) replaces Spark's own Parquet writer for the
+session tables: its files must land in the folders Spark would use, hold the rows Spark would write, and
+commit through the same Delta sink. Real Spark (local), real Delta tables, the real filesystem.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from streamwarden.failures import IntegrityError
+from streamwarden.stream.batch_writer import PackedWrite, SparkWrite, TableSink
+from streamwarden.stream.ipc import to_ipc
+from streamwarden.stream.pipeline import with_folder_columns
+from streamwarden.stream.sessions.packing import (
+    PACKED_OUTPUT_SCHEMA,
+    SESSION_BUCKET,
+    pack_by_bucket,
+    rows_by_kind,
+    unpack_records,
+)
+from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema
+from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, HIVE_NULL, excluding, folder_runs, with_folder_schema
+from streamwarden.stream.sink.delta_sink import DeltaSink
+from streamwarden.stream.sink.ranges import TopicPartitionInterval
+from streamwarden.tables.location import QUARANTINE, TableLocation
+
+DEAD_ARROW = to_arrow_schema(quarantine_schema(), timezone="UTC")
+START = datetime(2026, 11, 24, 22, 59, 58, tzinfo=UTC)
+
+
+def dead_rows(topic: str, partition: int, offsets: range, *, null_time_every: int = 0) -> pa.RecordBatch:
+    """Quarantine rows (the smallest table schema) crossing an hour and a day boundary."""
+    times = [None if null_time_every and i % null_time_every == 0 else START + timedelta(seconds=i)
+             for i in range(len(offsets))]
+    return pa.RecordBatch.from_arrays([
+        pa.array([topic] * len(offsets), pa.string()), pa.array([partition] * len(offsets), pa.int32()),
+        pa.array(list(offsets), pa.int64()), pa.array([b"k%d" % o for o in offsets], pa.binary()),
+        pa.array([b"{" for _ in offsets], pa.binary()), pa.array(times, pa.timestamp("us", tz="UTC")),
+        pa.array(["INVALID_JSON"] * len(offsets), pa.string()), pa.array([f"bad {o}" for o in offsets], pa.string()),
+    ], schema=DEAD_ARROW)
+
+
+def packed_frame(spark: SparkSession, batches: list[pa.RecordBatch]):  # type: ignore[no-untyped-def]
+    """The operator's packed output: one row per batch (a bucket's dead letters), and one row of another kind."""
+    rows = [(KIND_DEAD, b.num_rows, to_ipc(b)) for b in batches]
+    rows.append((KIND_ROW, 1, b"not read by the quarantine writer"))
+    return spark.createDataFrame(rows, PACKED_OUTPUT_SCHEMA).repartition(3)
+
+
+def table_rows(path: Path) -> list[tuple[object, ...]]:
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    names = [f.name for f in DEAD_ARROW] + [c.name for c in FOLDER_COLUMNS.values()]
+    return sorted(zip(*(table[name].to_pylist() for name in names), strict=True), key=lambda r: (r[0], r[1], r[2]))
+
+
+def written_folders(path: Path) -> list[str]:
+    """The folders under the batch folder that hold data files ("" for the batch folder itself)."""
+    return sorted("/".join(p.parent.relative_to(path).parts[1:]) for p in path.glob("batch-*/**/*.parquet"))
+
+
+@pytest.mark.parametrize("partition_by", [("topic", "date", "hour"), ("date",), ()])
+def test_packed_files_hold_what_sparks_writer_writes_in_the_same_folders(
+        spark: SparkSession, tmp_path: Path, partition_by: tuple[str, ...]) -> None:
+    batches = [dead_rows("sites-a", 0, range(0, 40), null_time_every=7), dead_rows("sites-b", 3, range(100, 130)),
+               dead_rows("sites-a", 1, range(5, 9))]
+    frame = packed_frame(spark, batches)
+    folders = [FOLDER_COLUMNS[c].name for c in partition_by]
+    outcomes = {}
+    for name, write in [("packed", PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd")),
+                        ("spark", SparkWrite(lambda f: with_folder_columns(
+                            spark.createDataFrame(pa.Table.from_batches(batches).to_pandas(), quarantine_schema()),
+                            "kafka_timestamp"), "zstd"))]:
+        sink = DeltaSink(TableLocation(QUARANTINE, tmp_path / name, {}), with_folder_schema(DEAD_ARROW), folders)
+        plan = sink.plan({"sites-a": {0: (0, 40), 1: (5, 9)}, "sites-b": {3: (100, 130)}}, 0, "q")
+        written = TableSink(sink, write, KIND_DEAD).write(frame, plan, sink)
+        assert written == (74 if name == "packed" else None)
+        result = sink.commit(plan)
+        assert result.rows == 74
+        outcomes[name] = (table_rows(tmp_path / name), written_folders(tmp_path / name))
+    packed, spark_written = outcomes["packed"], outcomes["spark"]
+    assert packed[0] == spark_written[0]  # the same rows, folder columns included (nulls, hours, days)
+    assert sorted(set(packed[1])) == sorted(set(spark_written[1]))  # the same folders
+    if "date" in partition_by:
+        assert any(HIVE_NULL in folder for folder in packed[1])
+
+
+def test_a_replay_leaves_out_the_committed_offsets_and_replaces_an_earlier_attempt(
+        spark: SparkSession, tmp_path: Path) -> None:
+    sink = DeltaSink(TableLocation(QUARANTINE, tmp_path, {}), with_folder_schema(DEAD_ARROW), ["source_topic"])
+    first = sink.plan({"sites-a": {0: (0, 10)}}, 0, "q")
+    PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd")(packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))]),
+                                                      first, sink)
+    sink.commit(first)
+    replay = sink.plan({"sites-a": {0: (5, 20)}}, 1, "q")  # 5-10 committed already
+    assert replay.already_committed == {"sites-a": {0: [(5, 10)]}}
+    stale = Path(replay.write_dir) / "source_topic=sites-a" / "part-00099.zstd.parquet"
+    stale.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_batches([dead_rows("sites-a", 0, range(10, 12))]), stale)  # an earlier attempt's
+    written = PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd")(
+        packed_frame(spark, [dead_rows("sites-a", 0, range(5, 20))]), replay, sink)
+    assert written == 10
+    assert not stale.exists()
+    sink.commit(replay)
+    offsets = [row[2] for row in table_rows(tmp_path)]
+    assert offsets == list(range(0, 20))  # every offset once
+
+
+def test_the_batch_writer_refuses_files_that_do_not_hold_the_counted_rows(spark: SparkSession, tmp_path: Path) -> None:
+    from streamwarden.stream.batch_writer import DeltaBatchWriter
+
+    sink = DeltaSink(TableLocation(QUARANTINE, tmp_path, {}), with_folder_schema(DEAD_ARROW), [])
+    plan = sink.plan({"sites-a": {0: (0, 10)}}, 0, "q")
+    frame = packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))])
+    assert rows_by_kind(frame) == {KIND_DEAD: 10, KIND_ROW: 1}
+    with pytest.raises(IntegrityError, match="hold 10 rows, the batch made 11"):
+        DeltaBatchWriter._write(TableSink(sink, PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd"), KIND_DEAD),
+                                plan, frame, 11)
+    assert sink.table.version() == 0  # nothing committed
+
+
+def test_folder_runs_keep_the_rows_order_within_each_folder() -> None:
+    table = pa.table({"a": ["x", "y", None, "x", "y", ""], "b": ["1", "1", "1", "2", "1", "1"], "v": range(6)})
+    runs = {folder: part["v"].to_pylist() for folder, part in folder_runs(table, ["a", "b"])}
+    assert runs == {"a=x/b=1": [0], "a=x/b=2": [3], "a=y/b=1": [1, 4], f"a={HIVE_NULL}/b=1": [2, 5]}
+    assert all(part.column_names == ["v"] for _, part in folder_runs(table, ["a", "b"]))
+
+
+def test_excluding_drops_exactly_the_intervals() -> None:
+    table = pa.table({"topic": ["t", "t", "t", "u"], "partition": pa.array([0, 0, 1, 0], pa.int32()),
+                      "offset": [4, 5, 5, 5]})
+    kept = excluding(table, [TopicPartitionInterval("t", 0, 5, 6), TopicPartitionInterval("u", 0, 0, 5)])
+    assert [(r["topic"], r["partition"], r["offset"]) for r in kept.to_pylist()] == [("t", 0, 4), ("t", 1, 5),
+                                                                                    ("u", 0, 5)]
+
+
+def test_packing_by_bucket_and_unpacking_give_each_bucket_its_records_in_kafka_order() -> None:
+    def records(offsets: list[int], buckets: list[int]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({"topic": ["t"] * len(offsets), "partition": [0] * len(offsets),
+                                           "offset": offsets, SESSION_BUCKET: buckets})
+
+    first = list(pack_by_bucket(iter([records([7, 1, 3], [2, 5, 2]), records([], [])])))
+    second = list(pack_by_bucket(iter([records([2, 0], [2, 2])])))
+    payloads: dict[int, list[bytes]] = {}
+    for packed in first + second:
+        for bucket, payload in zip(packed[SESSION_BUCKET].to_pylist(), packed["records"].to_pylist(), strict=True):
+            payloads.setdefault(bucket, []).append(payload)
+    assert sorted(payloads) == [2, 5]
+    assert unpack_records(payloads[2])["offset"].to_pylist() == [0, 2, 3, 7]  # several payloads, after a shuffle
+    assert unpack_records(payloads[5])["offset"].to_pylist() == [1]
+    assert SESSION_BUCKET not in unpack_records(payloads[5]).column_names
