@@ -4,7 +4,8 @@ Sessions are grouped into a fixed number of *buckets* (a hash of the session id)
 called once per bucket and micro-batch, not once per session: the per-call costs of the API (setting the
 grouping key, one pandas frame in, one frame out, each converted to and from Arrow) are paid per bucket.
 Each session's framework meta and handler state is one entry of the bucket's ``MapState`` (keyed by
-session id, TTL = the session timeout): one read and one write per session touched in the batch.
+session id, TTL = the session timeout): one write per session touched in the batch, and one read, or one
+pass over the bucket's map when the batch touches several of its sessions.
 
 Per bucket and batch: read the bucket's packed records (:mod:`.packing`) in (topic, partition, offset)
 order -- they arrive after a shuffle, in no particular order -- split them by session in that order, run
@@ -14,7 +15,7 @@ dead letters of all the bucket's sessions as one packed row per kind (``kind`` t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,8 @@ from streamwarden.stream.sessions.packing import PACKED_RECORDS, SESSION_KEY, pa
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.wire import TableSchema
 
+PREFETCH_SESSIONS = 8
+"""A bucket's sessions are read with one pass of its map once a batch touches this many of them."""
 INPUT_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
 
 
@@ -81,15 +84,25 @@ class SessionProcessor(StatefulProcessor):
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         payloads = [payload for frame in rows for payload in frame[PACKED_RECORDS].tolist()]
         by_session = _records_by_session(unpack_records(payloads))
-        results = [self._session(session, records) for session, records in by_session.items()]
+        stored = self._stored(by_session.keys())
+        results = [self._session(session, records, stored.get(session)) for session, records in by_session.items()]
         packed = [pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
                                                              (KIND_DEAD, self._dead(results))) if batch.num_rows]
         if packed:
             yield pd.DataFrame(packed, columns=["kind", "rows", "payload"])
 
-    def _session(self, session: str, records: list[RawRecord]) -> SessionResult:
-        """One session's records of this batch: read its state, apply them, store or release the state."""
-        stored = self.sessions.getValue((session,))
+    def _stored(self, sessions: KeysView[str]) -> dict[str, tuple[str, bytes]]:
+        """The stored meta and state of the bucket's ``sessions`` that have any.
+
+        Each state call is a round trip to the JVM (0.3-0.7 ms measured on 2 cores); the map's iterator reads the
+        whole bucket in a few (plus ~3 us an entry): cheaper from a few touched sessions on, unless the bucket
+        holds thousands of sessions and the batch touches only a handful."""
+        if len(sessions) < PREFETCH_SESSIONS:
+            return {s: stored for s in sessions if (stored := self.sessions.getValue((s,))) is not None}
+        return {key[0]: value for key, value in self.sessions.iterator() if key[0] in sessions}
+
+    def _session(self, session: str, records: list[RawRecord], stored: tuple[str, bytes] | None) -> SessionResult:
+        """One session's records of this batch, its stored meta and state: apply them, store or release the state."""
         meta = SessionMeta.from_json(stored[0]) if stored else SessionMeta()
         state = self.handler.decode_state(bytes(stored[1])) if stored else self.handler.initial_state()
         result = process_session(meta, state, records, handler=self.handler, schema=self.schema,
