@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streamwarden.settings import SettingsError, load_settings
+from streamwarden.settings import Settings, SettingsError, load_settings
 
 
 def test_defaults_derive_every_root_from_home(tmp_path: Path) -> None:
@@ -148,3 +148,12 @@ def test_credentials_in_the_output_uri_are_refused_and_not_echoed(tmp_path: Path
     message = str(error.value)
     assert "credentials do not belong in the URI" in message and "STREAMWARDEN_STORAGE_OPTIONS" in message
     assert "wJalrXUtnFEMIexample" not in message and "moto-dummy-secret-7f3a" not in message
+
+
+def test_read_tasks_are_one_per_core_of_a_local_master_unless_set() -> None:
+    assert Settings(spark_master="local[3]").read_tasks == 3
+    assert Settings(spark_master="local").read_tasks == 1
+    assert Settings(spark_master="local[*]").read_tasks == (os.cpu_count() or 1)
+    assert Settings(spark_master="spark://127.0.0.1:7077").read_tasks == 8  # cores unknown to the driver
+    assert Settings(spark_master="local[3]", max_read_tasks=0).read_tasks == 0  # one per topic-partition
+    assert Settings(spark_master="local[3]", max_read_tasks=5).read_tasks == 5

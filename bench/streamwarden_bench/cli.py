@@ -35,7 +35,7 @@ from .report import chart, markdown, rate, ratios, restart_brief, restart_chart
 from .restarts import RestartBenchSpec, run_restart_bench
 from .sinks import alternate, run_ref, summary
 from .source import Checkout, checkout, state
-from .stream import run_latency_and_restart, run_throughput
+from .stream import run_fixed_cost, run_latency_and_restart, run_throughput
 from .validation import run_validation_bench
 from .verify import verify_streamwarden
 from .workload import Workload, WorkloadSpec, generate
@@ -69,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--trigger", default="5s", help="STREAMWARDEN_TRIGGER_INTERVAL (default: the job's default, %(default)s)")
     add("--latency-seconds", type=float, default=60.0,
         help="seconds at half the steady rate for latency; as long again for the kill -9 restart")
-    add("--skip-latency", action="store_true", help="no latency and restart phase")
+    add("--skip-latency", action="store_true", help="no latency, restart and fixed cost phases")
+    add("--fixed-cost-seconds", type=float, default=45.0,
+        help="after the restart, seconds of a trickle whose batches measure the fixed cost per batch (0: none)")
+    add("--fixed-cost-rate", type=float, default=40.0, help="msg/s of that trickle")
     add("--no-quix", action="store_true", help="do not run the peer")
     add("--quix-python", type=Path, default=QUIX_PYTHON)
     add("--skip-scaling", action="store_true")
@@ -210,6 +213,10 @@ class Bench:
                                                               a.timeout)
                 result.update(extra)
                 expected = {**expected, **tables}
+                if a.fixed_cost_seconds > 0:
+                    result["fixed_cost"], ends, tables = run_fixed_cost(
+                        job, workload, a.fixed_cost_rate, a.fixed_cost_seconds, a.timeout)
+                    expected = {**expected, **tables}
         finally:
             job.stop()
         result["verification"] = verify_streamwarden(job.settings.root("output"), ends, expected).to_json()

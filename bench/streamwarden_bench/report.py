@@ -55,6 +55,12 @@ def markdown(results: dict[str, Any]) -> str:
                   f"restart after kill -9 {stream.get('restart_s')} s to the next; end-to-end latency at "
                   f"{lat['target_rate']:,.0f} msg/s (half the steady rate): p50 {lat.get('p50')} s, "
                   f"p95 {lat.get('p95')} s ({lat['records']:,} records)."]
+    fixed = stream.get("fixed_cost", {})
+    if fixed.get("duration_s"):
+        split = ", ".join(f"{k} {v}" for k, v in fixed["durations_ms_per_batch"].items())
+        lines.append(f"Fixed cost per batch ({fixed['batches']} batches of ~{fixed['records_p50']:,.0f} records at "
+                     f"{fixed['target_rate']:,.0f} msg/s): p50 {fixed['duration_s'].get('p50')} s, p95 "
+                     f"{fixed['duration_s'].get('p95')} s, max {fixed['duration_s']['max']} s (ms per batch: {split}).")
     for table, times in sorted(stream.get("delta_commit_ms", {}).items()):
         lines.append(f"Delta commit of a batch to {table} (driver: list files, read footers, commit): "
                      f"p50 {times.get('p50')} ms, p95 {times.get('p95')} ms, max {times['max']} ms "

@@ -284,3 +284,29 @@ def run_latency_and_restart(job: StreamJob, workload: Workload, rate: float, sec
     result = {"target_rate": round(rate, 1), "produced_rate": reports[0].rate,
               **latency(workload.bootstrap, workload.ends, ends, job.commits(), killed)}
     return {"latency_s": result, "restart_s": round(first_after - killed, 2)}, ends, reports[0].expected_tables
+
+
+def run_fixed_cost(job: StreamJob, workload: Workload, rate: float, seconds: float,
+                   timeout: float) -> tuple[dict[str, Any], Ends, dict[str, Any]]:
+    """The fixed cost per batch: a trickle of ``rate`` msg/s for ``seconds`` (a few hundred records a batch),
+    every batch's duration from the heartbeat, and Spark's split of it (averages over those batches).
+
+    Returns the figures, the new log ends and the expected tables of the new sessions."""
+    settings = workload.settings()
+    options = workload.spec.options(rate=rate, duration=seconds, max_messages=0, seed=workload.spec.seed + 2)
+    with HeartbeatLog(job.settings.heartbeat_path) as beats:
+        report = produce(settings, options)
+        ends = log_ends(workload.bootstrap, workload.spec.pattern)
+        job.wait_until(lambda: job.caught_up(ends), timeout, "catch-up on the trickle")
+        time.sleep(1)  # the last batch's progress event follows its commit
+    small = beats.data_batches()[1:]  # the first may still carry what the previous phase left
+    seconds_each = np.array([(b.batch_duration_ms or 0) / 1000 for b in small])
+    durations: dict[str, float] = {}
+    for beat in small:
+        for name, ms in beat.durations_ms.items():
+            durations[name] = durations.get(name, 0) + ms / len(small)
+    result: dict[str, Any] = {"target_rate": rate, "produced_rate": report.rate, "batches": len(small),
+              "records_p50": float(np.median([b.num_input_rows for b in small])) if small else None,
+              "duration_s": {**percentiles(seconds_each), "max": round(float(seconds_each.max()), 3)} if small else {},
+              "durations_ms_per_batch": {k: round(v) for k, v in sorted(durations.items())}}
+    return result, ends, report.expected_tables or {}

@@ -54,7 +54,7 @@ def source_options(settings: Settings) -> dict[str, str]:
             "stopMarkerPath": str(settings.stop_marker_path),
             "initialOffsetsPath": str(settings.checkpoint_location / INITIAL_OFFSETS_FILE),
             "readTimeout": str(settings.read_timeout),
-            "maxReadTasks": str(settings.max_read_tasks),
+            "maxReadTasks": str(settings.read_tasks),
         })
     return options
 
