@@ -50,6 +50,7 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     assert main["baseline"]["verification"]["rows"] == 3000
     stream = main["streamwarden"]
     assert stream["cold_start_s"] > 0 and stream["steady_batches"] >= 1
+    assert stream["records"] == 3000  # the heartbeats count Kafka records, not the source's packed rows
     assert main["ratios"]["streamwarden_vs_baseline"] > 0
     compaction = results["compaction"]
     assert (compaction["files"], compaction["files_after"], compaction["vacuum_deleted"]) == (40, 4, 100)

@@ -179,7 +179,7 @@ def throughput(beats: list[Heartbeat], commits: list[Commit]) -> dict[str, Any]:
     rows = sum(b.num_input_rows for b in steady)
     busy = sum(b.batch_duration_ms or 0 for b in steady) / 1000
     result: dict[str, Any] = {
-        "batches": len(beats), "steady_batches": len(steady),
+        "batches": len(beats), "steady_batches": len(steady), "records": sum(b.num_input_rows for b in beats),
         "msg_per_s": round(rows / busy, 1) if busy else None,
         "first_batch": {"rows": beats[0].num_input_rows, "duration_s": (beats[0].batch_duration_ms or 0) / 1000}
         if beats else None,

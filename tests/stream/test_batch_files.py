@@ -1,4 +1,4 @@
-"""Packed rows through the stateful operator, and the executors' Parquet files, against what Spark writes.
+"""Packed records and rows through the stateful operator, and the executors' Parquet files, against Spark.
 
 The packed path (``sessions.packing`` and ``sink.batch_files``) replaces Spark's own Parquet writer for the
 session tables: its files must land in the folders Spark would use, hold the rows Spark would write, and
@@ -7,6 +7,7 @@ commit through the same Delta sink. Real Spark (local), real Delta tables, the r
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamwarden.failures import IntegrityError
@@ -26,6 +28,7 @@ from streamwarden.stream.sessions.packing import (
     SESSION_BUCKET,
     pack_by_bucket,
     rows_by_kind,
+    session_bucket,
     unpack_records,
 )
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema
@@ -158,3 +161,16 @@ def test_packing_by_bucket_and_unpacking_give_each_bucket_its_records_in_kafka_o
     assert unpack_records(payloads[2])["offset"].to_pylist() == [0, 2, 3, 7]  # several payloads, after a shuffle
     assert unpack_records(payloads[5])["offset"].to_pylist() == [1]
     assert SESSION_BUCKET not in unpack_records(payloads[5]).column_names
+
+
+def test_the_sources_session_buckets_are_sparks_bit_for_bit(spark: SparkSession) -> None:
+    """A checkpoint written while Spark computed the buckets keeps every session's state in the same bucket."""
+    rng = random.Random(7)
+    keys = [None, b"", b"a", b"session-1", "séance-ü-會話".encode(), b"\xff\xfe\x00 not utf-8",
+            *(rng.randbytes(rng.randrange(0, 70)) for _ in range(400)),
+            *(f"s{site}-run-{n:06d}".encode() for site in range(3) for n in range(100))]
+    frame = spark.createDataFrame([(k,) for k in keys], "key BINARY")
+    session = F.coalesce(F.col("key").cast("string"), F.lit(""))
+    for buckets in (1, 7, 64, 1000):
+        spark_buckets = [row[0] for row in frame.select(F.pmod(F.xxhash64(session), F.lit(buckets))).collect()]
+        assert [session_bucket(k, buckets) for k in keys] == spark_buckets

@@ -2,6 +2,11 @@
 
 Spark emits no progress event while idle; ``onQueryIdle`` fires instead (every
 ``spark.sql.streaming.noDataProgressEventInterval``), so the heartbeat keeps beating when no data flows.
+
+Rows are Kafka records: Spark counts the rows its source emitted, and the session job's source emits one
+row per session bucket and read task (its records packed), so the heartbeat counts the offsets the batch
+planned (its ranges in the checkpoint's offset log, as the sink commits them) and scales Spark's rates by
+the same factor.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from streamwarden.failures import IntegrityError
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.stream.batch_durations import BatchDurations
+from streamwarden.stream.batch_writer import planned_ranges
 
 log = logging.getLogger("streamwarden.runfiles.heartbeat")
 
@@ -33,11 +40,21 @@ def _offsets(text: str | None) -> dict[str, dict[str, int]]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def batch_records(checkpoint: Path, batch_id: int) -> int | None:
+    """The offsets batch ``batch_id`` planned (``None`` when the offset log cannot tell)."""
+    try:
+        ranges = planned_ranges(checkpoint, batch_id)
+    except (IntegrityError, OSError, ValueError):
+        return None
+    return sum(end - start for parts in ranges.values() for start, end in parts.values())
+
+
 class HeartbeatListener(StreamingQueryListener):
     """Writes ``heartbeat.json`` atomically for the warden; never raises into Spark."""
 
-    def __init__(self, path: Path, trigger_interval_s: float) -> None:
+    def __init__(self, path: Path, trigger_interval_s: float, checkpoint: Path | None = None) -> None:
         self.path = path
+        self.checkpoint = checkpoint
         self.trigger_interval_s = trigger_interval_s
         self.last: Heartbeat | None = None
         self.durations = BatchDurations()
@@ -64,6 +81,9 @@ class HeartbeatListener(StreamingQueryListener):
         durations = {k: int(v) for k, v in (progress.durationMs or {}).items()}
         now = time.time()
         self.durations.add(at=now, ms=int(progress.batchDuration))
+        rows = int(progress.numInputRows)
+        records = None if self.checkpoint is None else batch_records(self.checkpoint, int(progress.batchId))
+        scale = records / rows if records is not None and rows else 1.0
         self._write(Heartbeat(
             event="progress",
             query_id=str(progress.id),
@@ -71,9 +91,9 @@ class HeartbeatListener(StreamingQueryListener):
             pid=os.getpid(),
             batch_id=int(progress.batchId),
             progress_timestamp=str(progress.timestamp),
-            num_input_rows=int(progress.numInputRows),
-            input_rows_per_second=float(progress.inputRowsPerSecond or 0.0),
-            processed_rows_per_second=float(progress.processedRowsPerSecond or 0.0),
+            num_input_rows=rows if records is None or not rows else records,
+            input_rows_per_second=float(progress.inputRowsPerSecond or 0.0) * scale,
+            processed_rows_per_second=float(progress.processedRowsPerSecond or 0.0) * scale,
             batch_duration_ms=int(progress.batchDuration),
             trigger_interval_s=self.trigger_interval_s,
             end_offsets=_offsets(source.endOffset if source else None),

@@ -16,6 +16,7 @@ from streamwarden.stream.batch_writer import DeltaBatchWriter, PackedWrite, Spar
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
 from streamwarden.stream.sessions.packing import (
+    INPUT_COLUMNS,
     PACKED_INPUT_SCHEMA,
     PACKED_OUTPUT_SCHEMA,
     SESSION_BUCKET,
@@ -23,7 +24,7 @@ from streamwarden.stream.sessions.packing import (
     pack_by_bucket,
     rows_by_kind,
 )
-from streamwarden.stream.sessions.processor import INPUT_COLUMNS, SessionJobConfig, SessionProcessor
+from streamwarden.stream.sessions.processor import SessionJobConfig, SessionProcessor
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, with_folder_schema
 from streamwarden.stream.sink.delta_sink import DeltaSink
@@ -55,6 +56,7 @@ def source_options(settings: Settings) -> dict[str, str]:
             "initialOffsetsPath": str(settings.checkpoint_location / INITIAL_OFFSETS_FILE),
             "readTimeout": str(settings.read_timeout),
             "maxReadTasks": str(settings.read_tasks),
+            "packSessionBuckets": str(settings.session_buckets if settings.pipeline == "sessions" else 0),
         })
     return options
 
@@ -93,10 +95,12 @@ def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[st
                              settings.max_message_bytes),
         session_timeout_ms=int(settings.session_timeout * 1000),
     )
-    session = F.coalesce(F.col("key").cast("string"), F.lit(""))
-    keyed = raw.select(*INPUT_COLUMNS, session.alias(SESSION_KEY),
-                       F.pmod(F.xxhash64(session), F.lit(settings.session_buckets)).alias(SESSION_BUCKET))
-    packed = keyed.mapInArrow(pack_by_bucket, PACKED_INPUT_SCHEMA)
+    packed = raw  # the Python source packs where it reads
+    if settings.source_impl == "jvm":
+        session = F.coalesce(F.col("key").cast("string"), F.lit(""))
+        keyed = raw.select(*INPUT_COLUMNS, session.alias(SESSION_KEY),
+                           F.pmod(F.xxhash64(session), F.lit(settings.session_buckets)).alias(SESSION_BUCKET))
+        packed = keyed.mapInArrow(pack_by_bucket, PACKED_INPUT_SCHEMA)
     return packed.groupBy(SESSION_BUCKET).transformWithStateInPandas(
         statefulProcessor=SessionProcessor(config),
         outputStructType=PACKED_OUTPUT_SCHEMA,

@@ -100,7 +100,8 @@ def _run(settings: Settings) -> int:
 
     spark = build_spark_session(settings)
     route_jvm_logs(spark, write_log4j2_config(LogBounds.of(settings)))
-    spark.streams.addListener(HeartbeatListener(settings.heartbeat_path, settings.trigger_interval))
+    spark.streams.addListener(HeartbeatListener(settings.heartbeat_path, settings.trigger_interval,
+                                                settings.checkpoint_location))
     query = start_query(spark, settings)
     log.info("query %s started (run %s)", query.id, query.runId)
     try:

@@ -5,9 +5,11 @@ at a time (its serializer iterates ``itertuples`` over every input row and build
 the output goes through pandas to Arrow again). Measured on 2 cores, that conversion was about half of the
 stateful stage's CPU. So rows do not cross it one by one:
 
-1. **Before the shuffle** (:func:`pack_by_bucket`, a ``mapInArrow`` function): a read task's records,
-   with their session id and bucket computed by Spark, are sorted by bucket and each bucket's run is
-   written as one Arrow IPC stream: one row ``(session_bucket, records)`` per bucket and task.
+1. **Before the shuffle** (:func:`pack_by_bucket`): a read task's records, with their session id and
+   bucket, are sorted by bucket and each bucket's run is written as one Arrow IPC stream: one row
+   ``(session_bucket, records)`` per bucket and task. The Python Kafka source does it where it reads
+   (:func:`with_session_buckets` computes Spark's bucket bit for bit), so records never become JVM rows;
+   behind Spark's own Kafka connector, Spark computes the bucket and a ``mapInArrow`` packs.
 2. **In the operator** (:func:`unpack_records`): a bucket's payloads are read back into one Arrow table,
    sorted by (topic, partition, offset); its columns become Python lists in one call each.
 3. **Out of the operator** (:func:`pack_rows`): the applied rows and the dead letters of a bucket are built
@@ -26,6 +28,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import xxhash
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
@@ -40,9 +43,30 @@ PACKED_INPUT_SCHEMA = StructType([StructField(SESSION_BUCKET, LongType()), Struc
 PACKED_OUTPUT_SCHEMA = StructType([StructField("kind", StringType()), StructField("rows", LongType()),
                                    StructField("payload", BinaryType())])
 """What the operator emits: per bucket and kind (applied rows, dead letters), their count and payload."""
+INPUT_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
+"""The Kafka columns a session's records keep."""
+XXHASH_SEED = 42
+"""The seed of Spark's ``xxhash64``."""
 RECORD_ORDER = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
 FLUSH_ROWS = 200_000
 """A read task packs at most this many records at once (bounds its memory on large batches)."""
+
+
+def session_bucket(key: bytes | None, buckets: int) -> int:
+    """Spark's ``pmod(xxhash64(coalesce(cast(key as string), '')), buckets)`` for one Kafka key."""
+    digest = xxhash.xxh64_intdigest(key or b"", seed=XXHASH_SEED)
+    return (digest - (1 << 64) if digest >= 1 << 63 else digest) % buckets  # signed, as Spark's long
+
+
+def with_session_buckets(records: pa.RecordBatch, buckets: int) -> pa.RecordBatch:
+    """The source's records as the packing step takes them: :data:`INPUT_COLUMNS`, the session id (the key as
+    text; an invalid UTF-8 key, a dead letter anyway, gets replacement characters) and its bucket."""
+    keys = records.column("key").to_pylist()
+    columns = [records.column(name) for name in INPUT_COLUMNS]
+    sessions = pa.array(["" if k is None else k.decode("utf-8", "replace") for k in keys], pa.string())
+    bucket_ids = pa.array([session_bucket(k, buckets) for k in keys], pa.int64())
+    return pa.RecordBatch.from_arrays([*columns, sessions, bucket_ids],
+                                      names=[*INPUT_COLUMNS, SESSION_KEY, SESSION_BUCKET])
 
 
 def pack_by_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

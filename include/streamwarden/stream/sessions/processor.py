@@ -27,13 +27,18 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 
 from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, SessionResult, process_session
 from streamwarden.stream.sessions.handler import SessionHandler, load_handler
-from streamwarden.stream.sessions.packing import PACKED_RECORDS, SESSION_KEY, pack_rows, unpack_records
+from streamwarden.stream.sessions.packing import (
+    INPUT_COLUMNS,
+    PACKED_RECORDS,
+    SESSION_KEY,
+    pack_rows,
+    unpack_records,
+)
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.wire import TableSchema
 
 PREFETCH_SESSIONS = 8
 """A bucket's sessions are read with one pass of its map once a batch touches this many of them."""
-INPUT_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
 
 
 @dataclass(frozen=True)

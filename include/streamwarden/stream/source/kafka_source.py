@@ -20,6 +20,9 @@ Options mirror Spark's Kafka source so users recognise them:
 ``maxReadTasks``            at most this many Spark tasks read per micro-batch; the topic-partitions'
                             ranges are packed into them by record count (default 0: one task per
                             topic-partition, as Spark's Kafka source does)
+``packSessionBuckets``      ``N`` > 0: instead of one row per record, one row per session bucket and task,
+                            ``(session_bucket, records)``, the records as an Arrow IPC payload
+                            (:mod:`streamwarden.stream.sessions.packing`); for the session job
 ==========================  ===========================================================================
 
 Driver side (one long-lived process): :meth:`KafkaStreamReader.initialOffset`, ``latestOffset``,
@@ -51,6 +54,7 @@ from streamwarden.kafka.admin import (
     metadata_consumer,
 )
 from streamwarden.runfiles.checkpoint import OffsetDoc
+from streamwarden.stream.sessions.packing import PACKED_INPUT_SCHEMA, pack_by_bucket, with_session_buckets
 from streamwarden.stream.source.offsets import Positions, from_doc, pack, spread_limit, to_doc
 from streamwarden.stream.source.range_reader import KafkaRange, read_ranges
 from streamwarden.stream.source.schema import SPARK_DDL
@@ -92,16 +96,21 @@ class KafkaSourceOptions:
                                      if options.get("initialoffsetspath") else None)
         self.read_timeout = float(options.get("readtimeout", "120"))
         self.max_read_tasks = int(options.get("maxreadtasks", "0"))
+        self.pack_buckets = int(options.get("packsessionbuckets", "0"))
 
 
 class KafkaDataSource(DataSource):
-    """Registers as ``pykafka``; the schema is fixed (:data:`~streamwarden.stream.source.schema.SPARK_DDL`)."""
+    """Registers as ``pykafka``; the schema is Spark's Kafka source's
+    (:data:`~streamwarden.stream.source.schema.SPARK_DDL`), or the session job's packed input with
+    ``packSessionBuckets``."""
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
+        if KafkaSourceOptions(dict(self.options)).pack_buckets:
+            return PACKED_INPUT_SCHEMA
         return SPARK_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -230,6 +239,9 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- executor side -------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
+        buckets = self.options.pack_buckets
+        if buckets:
+            return pack_by_bucket(with_session_buckets(batch, buckets) for batch in read_ranges(partition.ranges))
         return read_ranges(partition.ranges)
 
 
