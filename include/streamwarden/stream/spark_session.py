@@ -28,6 +28,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
         "spark.sql.streaming.stateStore.encodingFormat": "avro",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Python workers allocate Arrow buffers with malloc, which hands freed memory back; Arrow's jemalloc
+        # pool kept it (peak RSS of the 2M-record benchmark 4.46 GiB with it, 3.96 GiB without).
+        "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
         "spark.local.dir": str(settings.root("state") / "spark-local"),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
