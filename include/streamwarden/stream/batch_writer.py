@@ -114,7 +114,7 @@ class TableSink:
 
 
 class DeltaBatchWriter:
-    """Writes each micro-batch to every table: Spark writes the files, the driver commits them."""
+    """Writes each micro-batch to every table: the executors write the files, the driver commits them."""
 
     def __init__(self, sinks: Sequence[TableSink], checkpoint: Path,
                  count_rows: Callable[[DataFrame], Mapping[str, int]] | None = None) -> None:
