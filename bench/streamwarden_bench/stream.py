@@ -173,6 +173,15 @@ def batch_commits(table_root: Path) -> list[Commit]:
     return commits
 
 
+def mean_durations(beats: list[Heartbeat]) -> dict[str, int]:
+    """Spark's split of a batch's time (``durationMs``), averaged over ``beats``, in ms."""
+    totals: dict[str, float] = {}
+    for beat in beats:
+        for name, ms in beat.durations_ms.items():
+            totals[name] = totals.get(name, 0) + ms
+    return {name: round(total / len(beats)) for name, total in sorted(totals.items())}
+
+
 def throughput(beats: list[Heartbeat], commits: list[Commit]) -> dict[str, Any]:
     """Steady state: every data batch after the first (heartbeat), and commit to commit (Delta commits)."""
     steady = beats[1:]
@@ -187,11 +196,7 @@ def throughput(beats: list[Heartbeat], commits: list[Commit]) -> dict[str, Any]:
     if len(commits) > 1 and commits[-1].committed_at > commits[0].committed_at:
         span = commits[-1].committed_at - commits[0].committed_at
         result["commit_to_commit_msg_per_s"] = round(sum(c.records for c in commits[1:]) / span, 1)
-    durations: dict[str, float] = {}
-    for beat in steady:
-        for name, ms in beat.durations_ms.items():
-            durations[name] = durations.get(name, 0) + ms
-    result["durations_ms_per_batch"] = {k: round(v / len(steady)) for k, v in sorted(durations.items())}
+    result["durations_ms_per_batch"] = mean_durations(steady)
     result["state"] = steady[-1].state if steady else []
     return result
 
@@ -301,12 +306,8 @@ def run_fixed_cost(job: StreamJob, workload: Workload, rate: float, seconds: flo
         time.sleep(1)  # the last batch's progress event follows its commit
     small = beats.data_batches()[1:]  # the first may still carry what the previous phase left
     seconds_each = np.array([(b.batch_duration_ms or 0) / 1000 for b in small])
-    durations: dict[str, float] = {}
-    for beat in small:
-        for name, ms in beat.durations_ms.items():
-            durations[name] = durations.get(name, 0) + ms / len(small)
     result: dict[str, Any] = {"target_rate": rate, "produced_rate": report.rate, "batches": len(small),
               "records_p50": float(np.median([b.num_input_rows for b in small])) if small else None,
               "duration_s": {**percentiles(seconds_each), "max": round(float(seconds_each.max()), 3)} if small else {},
-              "durations_ms_per_batch": {k: round(v) for k, v in sorted(durations.items())}}
+              "durations_ms_per_batch": mean_durations(small)}
     return result, ends, report.expected_tables or {}

@@ -1,9 +1,10 @@
-"""Arrow record batches regrouped into tables of about a given number of rows."""
+"""Regrouping rows: record batches into tables of about a given number of rows, rows into runs of equal keys."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 
@@ -21,3 +22,11 @@ def regrouped(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table
             pending, size = [], 0
     if pending:
         yield pa.Table.from_batches(pending)
+
+
+def sorted_runs(keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """A stable order of the rows that brings equal ``keys`` together, and ``(key, start, count)`` of each run
+    of equal keys in that order (ascending keys; the rows of a run keep their order)."""
+    order = np.argsort(keys, kind="stable")
+    values, starts, counts = np.unique(keys[order], return_index=True, return_counts=True)
+    return order, list(zip(values.tolist(), starts.tolist(), counts.tolist(), strict=True))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import xxhash
 from pyspark.sql import DataFrame
@@ -34,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from streamwarden.stream.ipc import from_ipc, to_ipc
-from streamwarden.tables.batches import regrouped
+from streamwarden.tables.batches import regrouped, sorted_runs
 
 SESSION_KEY, SESSION_BUCKET = "session_key", "session_bucket"
 PACKED_RECORDS = "records"
@@ -76,12 +75,11 @@ def pack_by_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 
 
 def _packed(table: pa.Table) -> pa.RecordBatch:
-    buckets = table.column(SESSION_BUCKET).to_numpy()
-    order = np.argsort(buckets, kind="stable")
+    order, runs = sorted_runs(table.column(SESSION_BUCKET).to_numpy())
     table = table.take(pa.array(order)).drop_columns([SESSION_BUCKET])
-    keys, starts, counts = np.unique(buckets[order], return_index=True, return_counts=True)
-    payloads = [to_ipc(table.slice(int(start), int(count))) for start, count in zip(starts, counts, strict=True)]
-    return pa.RecordBatch.from_arrays([pa.array(keys, pa.int64()), pa.array(payloads, pa.binary())],
+    return pa.RecordBatch.from_arrays([pa.array([bucket for bucket, _, _ in runs], pa.int64()),
+                                       pa.array([to_ipc(table.slice(start, count)) for _, start, count in runs],
+                                                pa.binary())],
                                       names=[SESSION_BUCKET, PACKED_RECORDS])
 
 

@@ -78,9 +78,9 @@ class SessionProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handler: SessionHandler[Any] = load_handler(self.config.handler_path)
         self.schema = TableSchema.parse(self.config.table_schema)
-        self.handler_columns = [name for name, _ in self.handler.output_columns(self.schema)]
-        self.rows_schema = to_arrow_schema(session_rows_schema(self.handler.output_columns(self.schema)),
-                                           timezone="UTC")
+        columns = self.handler.output_columns(self.schema)
+        self.handler_columns = [name for name, _ in columns]
+        self.rows_schema = to_arrow_schema(session_rows_schema(columns), timezone="UTC")
         self.dead_schema = to_arrow_schema(quarantine_schema(), timezone="UTC")
         self.sessions = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY",
                                            self.config.session_timeout_ms)

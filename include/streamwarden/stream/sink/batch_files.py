@@ -33,10 +33,11 @@ from pyspark import TaskContext
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamwarden.stream.ipc import from_ipc
+from streamwarden.stream.sink.delta_sink import HIVE_NULL
 from streamwarden.stream.sink.ranges import TopicPartitionInterval
+from streamwarden.tables.batches import sorted_runs
 from streamwarden.tables.location import TableLocation
 
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 WRITTEN_SCHEMA = StructType([StructField("path", StringType()), StructField("rows", LongType())])
 """What :class:`BatchFiles` yields: one row per file written."""
 
@@ -102,10 +103,9 @@ def folder_runs(table: pa.Table, partition_by: Sequence[str]) -> Iterator[tuple[
         size = len(encoded.dictionary) + 1  # + null
         codes = codes * size + pc.fill_null(encoded.indices, size - 1).to_numpy(zero_copy_only=False)
         dictionaries.append((name, encoded.dictionary.to_pylist(), size))
-    order = np.argsort(codes, kind="stable")
-    keys, starts, counts = np.unique(codes[order], return_index=True, return_counts=True)
+    order, runs = sorted_runs(codes)
     rows = table.drop_columns(list(partition_by)).take(pa.array(order))
-    for code, start, count in zip(keys.tolist(), starts.tolist(), counts.tolist(), strict=True):
+    for code, start, count in runs:
         parts, rest = [], code
         for name, values, size in reversed(dictionaries):
             rest, index = divmod(rest, size)

@@ -86,7 +86,8 @@ from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import chaos_point
 
 log = logging.getLogger("streamwarden.stream.sink")
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+"""The folder value of a null partition value (Hive's, as Spark writes it)."""
 
 
 class ConcurrentWriterError(IntegrityError):
@@ -244,7 +245,7 @@ class DeltaSink:
             # delta-rs takes any partition values; a missing one would silently read back as null
             raise IntegrityError(f"table {self.name}: {relative} is not in folders of the partition columns "
                                  f"{self.partition_by} (name=value, in that order)", details={"file": info.path})
-        values = {name: None if value == _HIVE_NULL else unquote(value) for name, _, value in folders}
+        values = {name: None if value == HIVE_NULL else unquote(value) for name, _, value in folders}
         modified = info.mtime if info.mtime is not None else datetime.now(UTC)
         return AddAction(str(relative), info.size, values, int(modified.timestamp() * 1000), True,
                          json.dumps(statistics))
