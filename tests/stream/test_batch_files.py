@@ -20,14 +20,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamwarden.failures import IntegrityError
-from streamwarden.stream.batch_writer import PackedWrite, SparkWrite, TableSink
+from streamwarden.stream.batch_writer import DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
 from streamwarden.stream.ipc import to_ipc
 from streamwarden.stream.pipeline import with_folder_columns
 from streamwarden.stream.sessions.packing import (
     PACKED_OUTPUT_SCHEMA,
     SESSION_BUCKET,
     pack_by_bucket,
-    rows_by_kind,
     session_bucket,
     unpack_records,
 )
@@ -35,7 +34,7 @@ from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_
 from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, HIVE_NULL, excluding, folder_runs, with_folder_schema
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.sink.ranges import TopicPartitionInterval
-from streamwarden.tables.location import QUARANTINE, TableLocation
+from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 
 DEAD_ARROW = to_arrow_schema(quarantine_schema(), timezone="UTC")
 START = datetime(2026, 11, 24, 22, 59, 58, tzinfo=UTC)
@@ -53,9 +52,16 @@ def dead_rows(topic: str, partition: int, offsets: range, *, null_time_every: in
     ], schema=DEAD_ARROW)
 
 
-def packed_frame(spark: SparkSession, batches: list[pa.RecordBatch]):  # type: ignore[no-untyped-def]
-    """The operator's packed output: one row per batch (a bucket's dead letters), and one row of another kind."""
+DEAD_ONLY = PackedWrites({QUARANTINE: PackedTable(KIND_DEAD, "kafka_timestamp")}, "zstd")
+
+
+def packed_frame(spark: SparkSession, batches: list[pa.RecordBatch],  # type: ignore[no-untyped-def]
+                 declared: int | None = None):
+    """The operator's packed output: one row per batch (a bucket's dead letters), and one row of another kind;
+    ``declared`` overrides the rows the first batch's row declares."""
     rows = [(KIND_DEAD, b.num_rows, to_ipc(b)) for b in batches]
+    if declared is not None:
+        rows[0] = (KIND_DEAD, declared, rows[0][2])
     rows.append((KIND_ROW, 1, b"not read by the quarantine writer"))
     return spark.createDataFrame(rows, PACKED_OUTPUT_SCHEMA).repartition(3)
 
@@ -79,14 +85,13 @@ def test_packed_files_hold_what_sparks_writer_writes_in_the_same_folders(
     frame = packed_frame(spark, batches)
     folders = [FOLDER_COLUMNS[c].name for c in partition_by]
     outcomes = {}
-    for name, write in [("packed", PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd")),
-                        ("spark", SparkWrite(lambda f: with_folder_columns(
+    for name, write in [("packed", DEAD_ONLY),
+                        ("spark", SparkWrites({QUARANTINE: lambda f: with_folder_columns(
                             spark.createDataFrame(pa.Table.from_batches(batches).to_pandas(), quarantine_schema()),
-                            "kafka_timestamp"), "zstd"))]:
+                            "kafka_timestamp")}, "zstd"))]:
         sink = DeltaSink(TableLocation(QUARANTINE, tmp_path / name, {}), with_folder_schema(DEAD_ARROW), folders)
         plan = sink.plan({"sites-a": {0: (0, 40), 1: (5, 9)}, "sites-b": {3: (100, 130)}}, 0, "q")
-        written = TableSink(sink, write, KIND_DEAD).write(frame, plan, sink)
-        assert written == (74 if name == "packed" else None)
+        write(frame, [(sink, plan)])
         result = sink.commit(plan)
         assert result.rows == 74
         outcomes[name] = (table_rows(tmp_path / name), written_folders(tmp_path / name))
@@ -101,34 +106,47 @@ def test_a_replay_leaves_out_the_committed_offsets_and_replaces_an_earlier_attem
         spark: SparkSession, tmp_path: Path) -> None:
     sink = DeltaSink(TableLocation(QUARANTINE, tmp_path, {}), with_folder_schema(DEAD_ARROW), ["source_topic"])
     first = sink.plan({"sites-a": {0: (0, 10)}}, 0, "q")
-    PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd")(packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))]),
-                                                      first, sink)
+    DEAD_ONLY(packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))]), [(sink, first)])
     sink.commit(first)
     replay = sink.plan({"sites-a": {0: (5, 20)}}, 1, "q")  # 5-10 committed already
     assert replay.already_committed == {"sites-a": {0: [(5, 10)]}}
     stale = Path(replay.write_dir) / "source_topic=sites-a" / "part-00099.zstd.parquet"
     stale.parent.mkdir(parents=True)
     pq.write_table(pa.Table.from_batches([dead_rows("sites-a", 0, range(10, 12))]), stale)  # an earlier attempt's
-    written = PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd")(
-        packed_frame(spark, [dead_rows("sites-a", 0, range(5, 20))]), replay, sink)
-    assert written == 10
+    DEAD_ONLY(packed_frame(spark, [dead_rows("sites-a", 0, range(5, 20))]), [(sink, replay)])
     assert not stale.exists()
-    sink.commit(replay)
+    assert sink.commit(replay).rows == 10
     offsets = [row[2] for row in table_rows(tmp_path)]
     assert offsets == list(range(0, 20))  # every offset once
 
 
-def test_the_batch_writer_refuses_files_that_do_not_hold_the_counted_rows(spark: SparkSession, tmp_path: Path) -> None:
-    from streamwarden.stream.batch_writer import DeltaBatchWriter
-
+def test_the_batch_writer_refuses_files_that_do_not_hold_the_declared_rows(
+        spark: SparkSession, tmp_path: Path) -> None:
     sink = DeltaSink(TableLocation(QUARANTINE, tmp_path, {}), with_folder_schema(DEAD_ARROW), [])
     plan = sink.plan({"sites-a": {0: (0, 10)}}, 0, "q")
-    frame = packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))])
-    assert rows_by_kind(frame) == {KIND_DEAD: 10, KIND_ROW: 1}
+    frame = packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))], declared=11)
     with pytest.raises(IntegrityError, match="hold 10 rows, the batch made 11"):
-        DeltaBatchWriter._write(TableSink(sink, PackedWrite(KIND_DEAD, "kafka_timestamp", "zstd"), KIND_DEAD),
-                                plan, frame, 11)
+        DEAD_ONLY(frame, [(sink, plan)])
     assert sink.table.version() == 0  # nothing committed
+
+
+def test_one_job_writes_every_table_and_a_table_without_rows_commits_only_offsets(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The session job's batch: rows and quarantine from one evaluation; a table of no rows gets no files."""
+    checkpoint = tmp_path / "checkpoint"  # batch 1 reads sites-a[0] 0-10
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"q"}')
+    for batch, end in enumerate((0, 10)):
+        (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{}}\n{{"sites-a":{{"0":{end}}}}}')
+    sinks = [DeltaSink(TableLocation(name, tmp_path / name, {}), with_folder_schema(DEAD_ARROW), ["source_topic"])
+             for name in (QUARANTINE, SESSION_ROWS)]
+    write = PackedWrites({QUARANTINE: PackedTable(KIND_DEAD, "kafka_timestamp"),
+                          SESSION_ROWS: PackedTable("absent", "kafka_timestamp")}, "zstd")
+    DeltaBatchWriter(sinks, write, checkpoint)(packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))]), 1)
+    assert [row[2] for row in table_rows(tmp_path / QUARANTINE)] == list(range(10))
+    empty = DeltaTable(str(tmp_path / SESSION_ROWS))
+    assert empty.version() == 1 and empty.to_pyarrow_table().num_rows == 0 and not written_folders(
+        tmp_path / SESSION_ROWS)
 
 
 def test_folder_runs_keep_the_rows_order_within_each_folder() -> None:

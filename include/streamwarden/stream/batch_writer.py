@@ -9,15 +9,13 @@ Per batch:
 
 1. Plan every table (:meth:`DeltaSink.plan`); a table that holds the whole batch already is skipped (a
    replay after a crash between two tables' commits). None left: the batch is only evaluated (``noop``).
-2. When the batch feeds more than one table, or its rows are counted, persist it: a stateful batch must
-   be evaluated exactly once.
-3. With a counter (the session job's packed output, :func:`~streamwarden.stream.sessions.packing.rows_by_kind`),
-   count each table's rows: this evaluates the whole batch.
-4. For each table: its rows are written to the batch folder (:class:`SparkWrite`: Spark's Parquet writer;
-   :class:`PackedWrite`: the executors write the packed rows with pyarrow and report every file's rows,
-   which must add up to the count of step 3), and the driver commits them. A table with no rows in the
-   batch (most batches' ``quarantine``) is not written: what an earlier attempt left in its folder is
-   removed, and the commit records the offsets with no files.
+2. Write every pending table's rows into its batch folder, evaluating the batch once (a stateful batch
+   must not run twice): :class:`SparkWrites` (the records pipeline: Spark's Parquet writer, the batch
+   persisted when it feeds more than one table) or :class:`PackedWrites` (the session job: one Spark job
+   whose tasks write every table's files from the operator's packed output with pyarrow; the files must
+   hold every row the operator declared, or nothing is committed).
+3. Commit each table in turn (:meth:`DeltaSink.commit`). A table the batch wrote no rows to (most
+   batches' ``quarantine``) commits the offsets with no files.
 """
 
 from __future__ import annotations
@@ -26,14 +24,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from streamwarden.failures import IntegrityError
 from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
 from streamwarden.runfiles.checkpoint import query_id as read_query_id
-from streamwarden.stream.sink.batch_files import WRITTEN_SCHEMA, BatchFiles
+from streamwarden.stream.sink.batch_files import WRITTEN_SCHEMA, BatchFiles, PackedFiles
 from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink, batch_folder
 from streamwarden.stream.sink.ranges import OffsetRanges, flatten
 
@@ -69,58 +67,87 @@ def checkpoint_query_id(checkpoint: Path) -> str:
     return found
 
 
-@dataclass(frozen=True)
-class SparkWrite:
-    """Spark writes a table's rows (``select`` of the batch) into the batch folder with its Parquet writer."""
+Pending = Sequence[tuple[DeltaSink, BatchPlan]]
+"""The tables a batch still writes, each with its plan."""
 
-    select: Callable[[DataFrame], DataFrame]
+
+class BatchWrite(Protocol):
+    """Step 2: writes a batch's rows of every pending table into the plan's batch folder."""
+
+    def __call__(self, frame: DataFrame, pending: Pending) -> None: ...
+
+
+@dataclass(frozen=True)
+class SparkWrites:
+    """Spark writes each table's rows (a ``select`` of the batch) into its batch folder with its Parquet writer."""
+
+    selects: Mapping[str, Callable[[DataFrame], DataFrame]]  # table name -> its rows of the batch
     compression: str
 
-    def __call__(self, frame: DataFrame, plan: BatchPlan, sink: DeltaSink) -> int | None:
-        rows = self.select(frame)
-        keep = plan.exclusion_predicate()
-        if keep is not None:
-            rows = rows.filter(keep)
-        writer = rows.write.mode("overwrite").option("compression", self.compression)
-        if sink.partition_by:
-            writer = writer.partitionBy(*sink.partition_by)
-        writer.parquet(plan.write_dir)
-        return None
+    def __call__(self, frame: DataFrame, pending: Pending) -> None:
+        shared = len(pending) > 1  # a batch must be evaluated once
+        if shared:
+            frame = frame.persist()
+        try:
+            for sink, plan in pending:
+                rows = self.selects[sink.name](frame)
+                keep = plan.exclusion_predicate()
+                if keep is not None:
+                    log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id,
+                                sink.name, plan.already_committed)
+                    rows = rows.filter(keep)
+                writer = rows.write.mode("overwrite").option("compression", self.compression)
+                if sink.partition_by:
+                    writer = writer.partitionBy(*sink.partition_by)
+                writer.parquet(plan.write_dir)
+        finally:
+            if shared:
+                frame.unpersist()
 
 
 @dataclass(frozen=True)
-class PackedWrite:
-    """The executors write a table's rows from the batch's packed output (rows of ``kind``) with pyarrow."""
+class PackedTable:
+    """Where a table's rows are in the session job's packed output: their kind, and the time column of its
+    date and hour folders."""
 
     kind: str
-    time_column: str  # the folder columns' date and hour
-    compression: str
-
-    def __call__(self, frame: DataFrame, plan: BatchPlan, sink: DeltaSink) -> int | None:
-        sink.discard_written(plan)  # the files are named per task, not per attempt: clear what one left
-        files = BatchFiles(sink.location, batch_folder(plan.key), self.kind, self.time_column,
-                           tuple(sink.partition_by), self.compression, tuple(flatten(plan.already_committed)))
-        written = frame.filter(F.col("kind") == self.kind).mapInArrow(files, WRITTEN_SCHEMA).collect()
-        return sum(int(row["rows"]) for row in written)
+    time_column: str
 
 
 @dataclass(frozen=True)
-class TableSink:
-    """One output table: its Delta sink (which knows the partitioning) and how a batch's rows are written."""
+class PackedWrites:
+    """One job writes every table's rows from the batch's packed output (:class:`PackedFiles`, with pyarrow)."""
 
-    sink: DeltaSink
-    write: Callable[[DataFrame, BatchPlan, DeltaSink], int | None]  # the rows written, when known
-    kind: str | None = None  # its rows' key in the batch writer's counts (None: not counted, always written)
+    tables: Mapping[str, PackedTable]  # table name -> where its rows are
+    compression: str
+
+    def __call__(self, frame: DataFrame, pending: Pending) -> None:
+        files = []
+        for sink, plan in pending:
+            sink.discard_written(plan)  # the files are named per task, not per attempt: clear what one left
+            if plan.already_committed:
+                log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id, sink.name,
+                            plan.already_committed)
+            table = self.tables[sink.name]
+            files.append(BatchFiles(sink.location, batch_folder(plan.key), table.kind, table.time_column,
+                                    tuple(sink.partition_by), self.compression, tuple(flatten(plan.already_committed))))
+        written = frame.mapInArrow(PackedFiles(tuple(files)), WRITTEN_SCHEMA).collect()
+        for (sink, plan), spec in zip(pending, files, strict=True):
+            declared = sum(int(row["rows"]) for row in written if row["kind"] == spec.kind and row["path"] is None)
+            stored = sum(int(row["rows"]) for row in written if row["kind"] == spec.kind and row["path"] is not None)
+            if stored != declared and not plan.already_committed:
+                raise IntegrityError(f"batch {plan.batch_id}: the files written to {sink.name} hold {stored} rows, "
+                                     f"the batch made {declared}; nothing was committed",
+                                     details={"table": sink.name, "written": stored, "counted": declared})
 
 
 class DeltaBatchWriter:
     """Writes each micro-batch to every table: the executors write the files, the driver commits them."""
 
-    def __init__(self, sinks: Sequence[TableSink], checkpoint: Path,
-                 count_rows: Callable[[DataFrame], Mapping[str, int]] | None = None) -> None:
+    def __init__(self, sinks: Sequence[DeltaSink], write: BatchWrite, checkpoint: Path) -> None:
         self.sinks = sinks
+        self.write = write
         self.checkpoint = checkpoint
-        self.count_rows = count_rows
         self._query_id: str | None = None  # read at the first batch: the query writes it when it starts
 
     @property
@@ -134,10 +161,9 @@ class DeltaBatchWriter:
         ranges = planned_ranges(self.checkpoint, batch_id)
         pending = []
         for sink in self.sinks:
-            plan = sink.sink.plan(ranges, batch_id, self.query_id)
+            plan = sink.plan(ranges, batch_id, self.query_id)
             if plan.fully_committed:
-                log.warning("batch %d: %s already holds %s; skipping the write", batch_id, sink.sink.name,
-                            plan.ranges)
+                log.warning("batch %d: %s already holds %s; skipping the write", batch_id, sink.name, plan.ranges)
             else:
                 pending.append((sink, plan))
         if not pending:
@@ -145,35 +171,12 @@ class DeltaBatchWriter:
             # (Spark validates it), also when the output of a replayed or empty batch is already at rest.
             frame.write.format("noop").mode("overwrite").save()
             return
-        shared = len(pending) > 1 or self.count_rows is not None  # a stateful batch must not run twice
-        if shared:
-            frame = frame.persist()
-        try:
-            counts = None if self.count_rows is None else self.count_rows(frame)
-            for sink, plan in pending:
-                counted = None if counts is None or sink.kind is None else counts.get(sink.kind, 0)
-                if counted == 0:
-                    sink.sink.discard_written(plan)
-                else:
-                    self._write(sink, plan, frame, counted)
-                self._commit(sink, plan)
-        finally:
-            if shared:
-                frame.unpersist()
+        self.write(frame, pending)
+        for sink, plan in pending:
+            self._commit(sink, plan)
 
     @staticmethod
-    def _write(sink: TableSink, plan: BatchPlan, frame: DataFrame, counted: int | None) -> None:
-        if plan.already_committed:
-            log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id, sink.sink.name,
-                        plan.already_committed)
-        written = sink.write(frame, plan, sink.sink)
-        if written is not None and counted is not None and not plan.already_committed and written != counted:
-            raise IntegrityError(f"batch {plan.batch_id}: the files written to {sink.sink.name} hold {written} rows, "
-                                 f"the batch made {counted}; nothing was committed",
-                                 details={"table": sink.sink.name, "written": written, "counted": counted})
-
-    @staticmethod
-    def _commit(sink: TableSink, plan: BatchPlan) -> None:
-        result = sink.sink.commit(plan)
+    def _commit(sink: DeltaSink, plan: BatchPlan) -> None:
+        result = sink.commit(plan)
         log.info("batch %d committed to %s as version %d: %d rows in %d files (commit %.0f ms)", plan.batch_id,
                  result.table, result.version, result.rows, result.files, result.seconds * 1000)

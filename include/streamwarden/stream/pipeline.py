@@ -12,7 +12,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
-from streamwarden.stream.batch_writer import DeltaBatchWriter, PackedWrite, SparkWrite, TableSink
+from streamwarden.stream.batch_writer import BatchWrite, DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
 from streamwarden.stream.sessions.packing import (
@@ -22,7 +22,6 @@ from streamwarden.stream.sessions.packing import (
     SESSION_BUCKET,
     SESSION_KEY,
     pack_by_bucket,
-    rows_by_kind,
 )
 from streamwarden.stream.sessions.processor import SessionJobConfig, SessionProcessor
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
@@ -113,8 +112,10 @@ def _records_rows(frame: DataFrame) -> DataFrame:
     return with_folder_columns(frame, "timestamp")
 
 
-def _sinks(settings: Settings, frame: DataFrame, columns: Sequence[tuple[str, ColumnType]]) -> list[TableSink]:
-    """The output tables, each created (or checked against its pinned schema) before the first batch."""
+def _tables(settings: Settings, frame: DataFrame,
+            columns: Sequence[tuple[str, ColumnType]]) -> tuple[list[DeltaSink], BatchWrite]:
+    """The output tables, each created (or checked against its pinned schema) before the first batch, and how
+    a batch's rows are written to them."""
     folders = [FOLDER_COLUMNS[c].name for c in settings.output_partition_by]
 
     def sink(table: str, schema: pa.Schema) -> DeltaSink:
@@ -123,13 +124,11 @@ def _sinks(settings: Settings, frame: DataFrame, columns: Sequence[tuple[str, Co
     compression = settings.output_compression
     if settings.pipeline == "records":
         schema = to_arrow_schema(with_folder_columns(frame, "timestamp").schema, timezone="UTC")
-        return [TableSink(sink(RECORDS, schema), SparkWrite(_records_rows, compression))]
+        return [sink(RECORDS, schema)], SparkWrites({RECORDS: _records_rows}, compression)
     rows_schema = with_folder_schema(to_arrow_schema(session_rows_schema(columns), timezone="UTC"))
     dead_schema = with_folder_schema(to_arrow_schema(quarantine_schema(), timezone="UTC"))
-    return [
-        TableSink(sink(SESSION_ROWS, rows_schema), PackedWrite(KIND_ROW, "event_ts", compression), KIND_ROW),
-        TableSink(sink(QUARANTINE, dead_schema), PackedWrite(KIND_DEAD, "kafka_timestamp", compression), KIND_DEAD),
-    ]
+    packed = {SESSION_ROWS: PackedTable(KIND_ROW, "event_ts"), QUARANTINE: PackedTable(KIND_DEAD, "kafka_timestamp")}
+    return [sink(SESSION_ROWS, rows_schema), sink(QUARANTINE, dead_schema)], PackedWrites(packed, compression)
 
 
 def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
@@ -137,8 +136,8 @@ def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     raw = kafka_frame(spark, settings)
     columns = handler_columns(settings) if settings.pipeline == "sessions" else []
     frame = raw if settings.pipeline == "records" else session_frame(raw, settings, columns)
-    writer = DeltaBatchWriter(_sinks(settings, frame, columns), settings.checkpoint_location,
-                              None if settings.pipeline == "records" else rows_by_kind)
+    sinks, write = _tables(settings, frame, columns)
+    writer = DeltaBatchWriter(sinks, write, settings.checkpoint_location)
     return (
         frame.writeStream.queryName(settings.query_name)
         .foreachBatch(writer)

@@ -15,21 +15,19 @@ stateful stage's CPU. So rows do not cross it one by one:
 3. **Out of the operator** (:func:`pack_rows`): the applied rows and the dead letters of a bucket are built
    column by column as two Arrow record batches with the tables' exact schemas, each one output row
    ``(kind, rows, payload)``.
-4. **In the batch writer**: :func:`rows_by_kind` counts each table's rows without reading them, and the
-   executors write each table's payloads as its Parquet files
-   (:class:`~streamwarden.stream.sink.batch_files.BatchFiles`).
+4. **In the batch writer**: the tasks that ran the operator write each table's payloads as its Parquet
+   files (:class:`~streamwarden.stream.sink.batch_files.PackedFiles`), checked against the ``rows`` the
+   operator declared.
 
 Nothing here is state: the grouping key and the state layout are the operator's, unchanged by packing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import xxhash
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from streamwarden.stream.ipc import from_ipc, to_ipc
@@ -93,8 +91,3 @@ def unpack_records(payloads: list[bytes]) -> pa.Table:
 def pack_rows(kind: str, batch: pa.RecordBatch) -> tuple[str, int, bytes]:
     """Step 3: one output row of the operator, carrying ``batch`` (rows of one table)."""
     return kind, batch.num_rows, to_ipc(batch)
-
-
-def rows_by_kind(frame: DataFrame) -> Mapping[str, int]:
-    """How many rows of each kind the operator's packed output holds (reads the counts, not the payloads)."""
-    return {row["kind"]: int(row["rows"]) for row in frame.groupBy("kind").agg(F.sum("rows").alias("rows")).collect()}

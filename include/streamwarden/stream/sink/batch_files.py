@@ -3,10 +3,12 @@
 The session job's operator emits its rows packed as Arrow IPC payloads
 (:mod:`streamwarden.stream.sessions.packing`). Handing them to Spark's Parquet writer would turn every row
 into a JVM row, sort the rows by folder and encode them again: measured on 2 cores, about half of the JVM's
-CPU in a batch. :class:`BatchFiles` (a ``mapInArrow`` function over the packed rows of one kind) writes them
-the way Spark would have, in the layout the sink commits (:mod:`.delta_sink`, step 2):
+CPU in a batch. :class:`PackedFiles` (a ``mapInArrow`` function over the packed output) hands each table's
+payloads to its :class:`BatchFiles`, which writes them the way Spark would have, in the layout the sink
+commits (:mod:`.delta_sink`, step 2). Every table of the batch is written by the one job, in the tasks that
+ran the operator: the batch is evaluated once, without caching it.
 
-1. Read the task's payloads of its kind into one Arrow table.
+1. Read the task's payloads of the table's kind into one Arrow table.
 2. Leave out the rows of offsets the table already holds (the plan's ``already_committed``; a replay after
    a crash between two tables' commits).
 3. Add the folder columns (:data:`FOLDER_COLUMNS`: the topic, the UTC date and hour of the table's time
@@ -16,7 +18,8 @@ the way Spark would have, in the layout the sink commits (:mod:`.delta_sink`, st
    order (a null value is Hive's default partition, as Spark writes it). The file is written under a hidden
    name and renamed, so the sink never lists a partial file; the name depends only on the task's partition,
    so a retried task replaces its own file.
-5. Yield ``(path, rows)`` per file: the driver checks that the files hold every row the batch counted.
+5. Yield ``(kind, path, rows)`` per file, and ``(kind, null, rows)`` with the rows the operator declared
+   for the kind in the task (the payloads' ``rows``): the driver checks that the files hold them all.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from streamwarden.stream.sink.ranges import TopicPartitionInterval
 from streamwarden.tables.batches import sorted_runs
 from streamwarden.tables.location import TableLocation
 
-WRITTEN_SCHEMA = StructType([StructField("path", StringType()), StructField("rows", LongType())])
-"""What :class:`BatchFiles` yields: one row per file written."""
+WRITTEN_SCHEMA = StructType([StructField("kind", StringType()), StructField("path", StringType()),
+                             StructField("rows", LongType())])
+"""What :class:`PackedFiles` yields: one row per file written, and per kind the rows declared (null path)."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ def folder_runs(table: pa.Table, partition_by: Sequence[str]) -> Iterator[tuple[
 
 @dataclass(frozen=True)
 class BatchFiles:
-    """Writes the rows of one kind of a batch's packed output as one table's Parquet files (``mapInArrow``)."""
+    """Writes the rows of one kind of a batch's packed output as one table's Parquet files (steps 1-4)."""
 
     location: TableLocation
     folder: str  # the batch folder, relative to the table
@@ -126,18 +130,13 @@ class BatchFiles:
     compression: str
     exclude: tuple[TopicPartitionInterval, ...] = ()
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        payloads = [payload for batch in batches
-                    for kind, payload in zip(batch["kind"].to_pylist(), batch["payload"].to_pylist(), strict=True)
-                    if kind == self.kind and payload is not None]
-        if not payloads:
-            return
+    def write(self, payloads: Sequence[bytes], task: int) -> list[tuple[str, int]]:
+        """Write ``payloads`` (Arrow IPC streams of the table's rows) as the files of ``task``: their paths and rows."""
         table = excluding(pa.concat_tables([from_ipc(payload) for payload in payloads]), self.exclude)
         table = with_folder_columns(table, self.time_column)
         store, table_path = self.location.filesystem()
-        task = TaskContext.get()
-        name = f"part-{0 if task is None else task.partitionId():05d}.{self.compression}.parquet"
-        paths, rows = [], []
+        name = f"part-{task:05d}.{self.compression}.parquet"
+        written = []
         with self.location.reaching():
             for relative, part in folder_runs(table, self.partition_by):
                 folder = "/".join(p for p in (table_path, self.folder, relative) if p)
@@ -146,7 +145,34 @@ class BatchFiles:
                 pq.write_table(part, hidden, filesystem=store,
                                compression="NONE" if self.compression == "none" else self.compression)
                 store.move(hidden, f"{folder}/{name}")
-                paths.append(f"{folder}/{name}")
-                rows.append(part.num_rows)
-        yield pa.RecordBatch.from_arrays([pa.array(paths, pa.string()), pa.array(rows, pa.int64())],
-                                         names=["path", "rows"])
+                written.append((f"{folder}/{name}", part.num_rows))
+        return written
+
+
+@dataclass(frozen=True)
+class PackedFiles:
+    """``mapInArrow`` over the operator's packed output: every table's files of the task (step 5's rows)."""
+
+    tables: tuple[BatchFiles, ...]  # the tables the batch still writes, each of its own kind
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        wanted = {files.kind: files for files in self.tables}
+        payloads: dict[str, list[bytes]] = {kind: [] for kind in wanted}
+        declared = dict.fromkeys(wanted, 0)
+        for batch in batches:
+            for kind, rows, payload in zip(batch["kind"].to_pylist(), batch["rows"].to_pylist(),
+                                           batch["payload"].to_pylist(), strict=True):
+                if kind in wanted and payload is not None:
+                    payloads[kind].append(payload)
+                    declared[kind] += rows
+        task = TaskContext.get()
+        index = 0 if task is None else task.partitionId()
+        out: list[tuple[str, str | None, int]] = []
+        for kind, files in wanted.items():
+            if payloads[kind]:
+                out.append((kind, None, declared[kind]))
+                out.extend((kind, path, rows) for path, rows in files.write(payloads[kind], index))
+        if out:
+            kinds, paths, counts = zip(*out, strict=True)
+            yield pa.RecordBatch.from_arrays([pa.array(kinds, pa.string()), pa.array(paths, pa.string()),
+                                              pa.array(counts, pa.int64())], names=["kind", "path", "rows"])
