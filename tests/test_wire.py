@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from streamwarden.wire import (
     DEMO_SCHEMA,
+    Decoder,
     DeleteEvent,
     EndEvent,
     Row,
@@ -119,6 +121,75 @@ def test_decode_errors(
     assert caught.value.kind is kind
     assert caught.value.field == field
     assert str(caught.value).startswith(kind.value)
+
+
+def outcome(decoder: Any, key: bytes | None, value: bytes | None) -> tuple[str, ...]:
+    """What decoding gives, types and all: the event's repr (``1`` and ``1.0`` differ), or the error."""
+    try:
+        return ("event", repr(decoder(key, value)))
+    except WireFormatError as error:
+        return ("error", error.kind.value, str(error.field), str(error))
+
+
+TRICKY = [None, True, False, 0, -0.0, 1, 1.5, 1e2, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, 10**30, "", "x",
+          "2026-11-21T10:00:00Z", "2026-11-21T12:00:00.5+02:00", "2026-11-21T10:00:00", "2026-11-21 10:00:00Z",
+          "2026-11-21T10:00:00.1234567Z", "é", [], {}, [{"row_id": "r", "values": {}}], {"qty": 1}]
+RAW_TRICKS = [b"1e400", b"-0", b"1.0", b"9007199254740993", rb'"\ud83d\ude00"', rb'"\u0000"', b'"\xff"']
+
+
+def broken_variants(rng: random.Random, event: SessionEvent) -> list[tuple[bytes | None, bytes]]:
+    """A valid message and variants of it: a field dropped, retyped, doubled; unknown fields; bytes cut."""
+    key = event.session_id.encode()
+    document = json.loads(encode(event))
+    paths: list[tuple[Any, str]] = [(document, name) for name in document]
+    for row in document.get("rows", [])[:2]:
+        paths += [(row, "row_id"), (row, "values")] + [(row["values"], c) for c in SCHEMA.names]
+    if "values" in document:
+        paths += [(document["values"], c) for c in SCHEMA.names]
+    variants: list[tuple[bytes | None, bytes]] = [(k, encode(event)) for k in (key, b"other", None)]
+    for holder, name in rng.sample(paths, min(len(paths), 6)):
+        original = holder.get(name, ...)
+        for replacement in [*rng.sample(TRICKY, 6), ...]:
+            if replacement is ...:
+                holder.pop(name, None)
+            else:
+                holder[name] = replacement
+            variants.append((key, json.dumps(document).encode()))
+        holder[name] = "placeholder"
+        text = json.dumps(document)
+        for raw in rng.sample(RAW_TRICKS, 3):  # numbers and escapes as written, not as json.dumps writes them
+            variants.append((key, text.encode().replace(b'"placeholder"', raw, 1)))
+        if original is ...:
+            holder.pop(name, None)
+        else:
+            holder[name] = original
+    text = json.dumps(document)
+    variants += [
+        (key, text[:-1].encode() + b', "pad": "\xff\xfe"}'),  # invalid UTF-8 in a field nobody reads
+        (key, text[:-1].encode() + b', "unknown": {"a": [1, 2.5, null]}}'),
+        (key, text[:-1].encode() + b', "seq": 7}'),  # a field given twice: the last one counts
+        (key, text.encode()[: rng.randrange(1, len(text))]),
+        (key, text.encode() + b" x"),
+    ]
+    return variants
+
+
+def test_the_typed_decoder_gives_what_the_reference_gives() -> None:
+    """On valid messages and thousands of broken ones: the same event (types included) or the same error."""
+    rng = random.Random(11)
+    decoder = Decoder(SCHEMA)
+    events = [*EVENTS, SnapshotEvent("s1", 0, TS, (), "req-1"),
+              UpdateEvent("s1", 5, TS, "r", {"price": 2.0, "qty": -(2**63), "at": "2026-11-21T12:00:00.5+02:00",
+                                             "ok": False, "status": None})]
+    compared = accepted = 0
+    for event in events * 8:
+        for key, value in broken_variants(rng, event):
+            expected = outcome(lambda k, v: decode(k, v, SCHEMA), key, value)
+            assert outcome(decoder, key, value) == expected, value
+            compared += 1
+            accepted += expected[0] == "event"
+    assert compared > 1000 and 100 < accepted < compared  # both sides of the fallback were exercised
+    assert outcome(Decoder(SCHEMA, max_bytes=10), b"s0-1-000001", encode(EVENTS[3]))[1] == "oversized"
 
 
 def test_oversized() -> None:

@@ -2,12 +2,14 @@
 
 Key: the session id (UTF-8). Value: compact UTF-8 JSON, one of ``snapshot``, ``update``, ``delete``, ``end``
 (see ``docs/wire-format.md``). The demo producer encodes with :func:`encode`; the streaming job parses with
-explicit Spark schemas, and :func:`decode` is the reference that tests hold both to. :func:`apply_event` is
-the reference reconstruction of a session's table. No Spark here.
+explicit Spark schemas, and :func:`decode` is the reference that tests hold both to (:class:`Decoder`, the
+session job's, gives its results faster). :func:`apply_event` is the reference reconstruction of a session's
+table. No Spark here.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -15,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, TypeAlias, cast, get_args
+from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
 
 import msgspec
 
@@ -250,6 +252,85 @@ def decode(
         return EndEvent(session_id, seq, ts)
     allowed = ", ".join(EVENT_TYPES)
     raise WireFormatError(WireErrorKind.UNKNOWN_TYPE, f"unknown type {type_!r}; allowed: {allowed}", "type")
+
+
+_TYPED_COLUMNS: dict[ColumnType, Any] = {
+    "string": str, "boolean": bool, "timestamp": str,  # timestamps are checked as the reference checks them
+    "long": Annotated[int, msgspec.Meta(ge=_LONG_MIN, le=_LONG_MAX)],
+    "double": float,  # JSON integers are taken as floats, as ``float()`` takes them; overflow is an error
+}
+
+
+class Decoder:
+    """:func:`decode` for one schema, several times faster on valid messages, with the same results.
+
+    msgspec decodes a message straight into structs typed by the schema (the values checked as it reads
+    them); anything it refuses (and a timestamp or key the reference refuses) is decoded again by
+    :func:`decode`, which raises the classified error. Where the typed path accepts a message, the reference
+    returns the same event (``tests/test_wire.py`` holds the two to it over valid and broken messages).
+    Unknown fields are skipped unparsed, so the UTF-8 of a message is checked first, as the reference does.
+    """
+
+    def __init__(self, schema: TableSchema, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.schema, self.max_bytes = schema, max_bytes
+        self._names = schema.names
+        values = msgspec.defstruct(  # fields c0, c1, ... renamed to the columns: any column name is safe
+            "Values", [(f"c{i}", _TYPED_COLUMNS[type_] | None | msgspec.UnsetType, msgspec.UNSET)
+                       for i, (_, type_) in enumerate(schema.columns)],
+            rename={f"c{i}": name for i, name in enumerate(schema.names)})
+        row = msgspec.defstruct("Row", [("row_id", str), ("values", values)])
+        header = [("session_id", Annotated[str, msgspec.Meta(min_length=1)]),
+                  ("seq", Annotated[int, msgspec.Meta(ge=0, le=_LONG_MAX)]), ("ts", str)]
+        self._timestamps = [i for i, (_, type_) in enumerate(schema.columns) if type_ == "timestamp"]
+        self._snapshot = msgspec.defstruct("snapshot", [*header, ("rows", list[row]),  # type: ignore[valid-type]
+                                                        ("restart_request", str | None, None)], tag=True,
+                                           tag_field="type")
+        self._update = msgspec.defstruct("update", [*header, ("row_id", str), ("values", values)], tag=True,
+                                         tag_field="type")
+        self._delete = msgspec.defstruct("delete", [*header, ("row_id", str)], tag=True, tag_field="type")
+        self._end = msgspec.defstruct("end", header, tag=True, tag_field="type")
+        self._decoder = msgspec.json.Decoder(self._snapshot | self._update | self._delete | self._end)
+
+    def __call__(self, key: bytes | None, value: bytes | None) -> SessionEvent:
+        """The event in a Kafka message, or :class:`WireFormatError` (as :func:`decode`)."""
+        if value is not None and len(value) <= self.max_bytes and key is not None:
+            try:
+                event = self._typed(key, value)
+            except (msgspec.MsgspecError, UnicodeDecodeError, ValueError):  # WireFormatError is a ValueError
+                event = None
+            if event is not None:
+                return event
+        return decode(key, value, self.schema, self.max_bytes)
+
+    def _typed(self, key: bytes, value: bytes) -> SessionEvent | None:
+        if not value.isascii():
+            value.decode()  # skipped fields are not checked as they are read
+        message = self._decoder.decode(value)
+        if key != message.session_id.encode():
+            return None
+        ts = _timestamp(message.ts, "ts")
+        kind = type(message)
+        if kind is self._update:
+            return UpdateEvent(message.session_id, message.seq, ts, message.row_id, self._values(message.values))
+        if kind is self._snapshot:
+            rows = tuple(Row(row.row_id, self._values(row.values)) for row in message.rows)
+            return SnapshotEvent(message.session_id, message.seq, ts, rows, message.restart_request)
+        if kind is self._delete:
+            return DeleteEvent(message.session_id, message.seq, ts, message.row_id)
+        return EndEvent(message.session_id, message.seq, ts)
+
+    def _values(self, struct: Any) -> dict[str, Value]:
+        found = msgspec.structs.astuple(struct)
+        for index in self._timestamps:
+            if isinstance(found[index], str):
+                _timestamp(found[index], "")
+        return {name: value for name, value in zip(self._names, found, strict=True) if value is not msgspec.UNSET}
+
+
+@functools.lru_cache(maxsize=8)
+def decoder_for(schema: TableSchema, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Decoder:
+    """The :class:`Decoder` of ``schema`` (built once per worker: building one defines its structs)."""
+    return Decoder(schema, max_bytes)
 
 
 def _kind(value: Any) -> str:

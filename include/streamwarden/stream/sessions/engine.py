@@ -43,7 +43,7 @@ from streamwarden.wire import (
     SnapshotEvent,
     TableSchema,
     WireFormatError,
-    decode,
+    decoder_for,
 )
 
 Tier = Literal["none", "fuzzy", "strict"]
@@ -152,9 +152,10 @@ def process_session(
 ) -> SessionResult:
     """Apply ``records`` (sorted by topic, partition, offset) to one session."""
     result = SessionResult(meta, state)
+    decode = decoder_for(schema, policy.max_message_bytes)
     for record in records:
         try:
-            event = decode(record.key, record.value, schema, policy.max_message_bytes)
+            event = decode(record.key, record.value)
         except WireFormatError as error:
             if policy.malformed == "fail":
                 raise MalformedDataError(str(error), topic=record.topic, partition=record.partition,
