@@ -35,6 +35,7 @@ from streamwarden.stream.sessions.packing import (
     unpack_records,
 )
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
+from streamwarden.stream.worker_gc import spread_collections
 from streamwarden.wire import TableSchema
 
 PREFETCH_SESSIONS = 8
@@ -76,6 +77,7 @@ class SessionProcessor(StatefulProcessor):
         self.config = config
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        spread_collections()
         self.handler: SessionHandler[Any] = load_handler(self.config.handler_path)
         self.schema = TableSchema.parse(self.config.table_schema)
         columns = self.handler.output_columns(self.schema)

@@ -58,6 +58,7 @@ from streamwarden.stream.sessions.packing import PACKED_INPUT_SCHEMA, pack_by_bu
 from streamwarden.stream.source.offsets import Positions, from_doc, pack, spread_limit, to_doc
 from streamwarden.stream.source.range_reader import KafkaRange, read_ranges
 from streamwarden.stream.source.schema import SPARK_DDL
+from streamwarden.stream.worker_gc import spread_collections
 
 log = logging.getLogger("streamwarden.stream.source")
 SOURCE_NAME = "pykafka"
@@ -239,6 +240,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- executor side -------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
+        spread_collections()
         buckets = self.options.pack_buckets
         if buckets:
             return pack_by_bucket(with_session_buckets(batch, buckets) for batch in read_ranges(partition.ranges))
