@@ -112,7 +112,7 @@ def fetch_high_watermarks(
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=len(pending) * 64, timeout=0.2):
+            for message in consumer.consume(num_messages=len(pending) * 64, timeout=0.02):
                 tp = TopicPartitionId(str(message.topic()), int(message.partition() or 0))
                 error = message.error()
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
