@@ -4,18 +4,19 @@ Sessions are grouped into a fixed number of *buckets* (a hash of the session id)
 called once per bucket and micro-batch, not once per session: the per-call costs of the API (setting the
 grouping key, one pandas frame in, one frame out, each converted to and from Arrow) are paid per bucket.
 Each session's framework meta and handler state is one entry of the bucket's ``MapState`` (keyed by
-session id, TTL = the session timeout): one write per session touched in the batch, and one read, or one
-pass over the bucket's map when the batch touches several of its sessions.
+session id, TTL = the session timeout): the reads of the sessions a batch touches, and their writes (or
+removals, for ended sessions), go to the state server pipelined (:mod:`.state_calls`).
 
 Per bucket and batch: read the bucket's packed records (:mod:`.packing`) in (topic, partition, offset)
 order -- they arrive after a shuffle, in no particular order -- split them by session in that order, run
-:func:`process_session` over each session, store or release its state, and return the applied rows and the
-dead letters of all the bucket's sessions as one packed row per kind (``kind`` tells them apart).
+:func:`process_session` over each session, store or release the sessions' states, and return the applied
+rows and the dead letters of all the bucket's sessions as one packed row per kind (``kind`` tells them apart).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, KeysView
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,12 +35,12 @@ from streamwarden.stream.sessions.packing import (
     pack_rows,
     unpack_records,
 )
+from streamwarden.stream.sessions.state_calls import pipelining_supported, read_states, write_states
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.stream.worker_gc import spread_collections
 from streamwarden.wire import TableSchema
 
-PREFETCH_SESSIONS = 8
-"""A bucket's sessions are read with one pass of its map once a batch touches this many of them."""
+log = logging.getLogger("streamwarden.stream.sessions")
 
 
 @dataclass(frozen=True)
@@ -86,40 +87,31 @@ class SessionProcessor(StatefulProcessor):
         self.dead_schema = to_arrow_schema(quarantine_schema(), timezone="UTC")
         self.sessions = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY",
                                            self.config.session_timeout_ms)
+        if not pipelining_supported(self.sessions):
+            log.warning("this PySpark's state client lacks what pipelined state calls use: one round trip each")
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         payloads = [payload for frame in rows for payload in frame[PACKED_RECORDS].tolist()]
         by_session = _records_by_session(unpack_records(payloads))
-        stored = self._stored(by_session.keys())
+        stored = {key[0]: value for key, value in read_states(self.sessions, [(s,) for s in by_session]).items()}
         results = [self._session(session, records, stored.get(session)) for session, records in by_session.items()]
+        write_states(self.sessions,
+                     [((session,), (result.meta.to_json(), self.handler.encode_state(result.state)))
+                      for session, result in zip(by_session, results, strict=True) if not result.released],
+                     [(session,) for session, result in zip(by_session, results, strict=True)
+                      if result.released and session in stored])
         packed = [pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
                                                              (KIND_DEAD, self._dead(results))) if batch.num_rows]
         if packed:
             yield pd.DataFrame(packed, columns=["kind", "rows", "payload"])
 
-    def _stored(self, sessions: KeysView[str]) -> dict[str, tuple[str, bytes]]:
-        """The stored meta and state of the bucket's ``sessions`` that have any.
-
-        Each state call is a round trip to the JVM (0.3-0.7 ms measured on 2 cores); the map's iterator reads the
-        whole bucket in a few (plus ~3 us an entry): cheaper from a few touched sessions on, unless the bucket
-        holds thousands of sessions and the batch touches only a handful."""
-        if len(sessions) < PREFETCH_SESSIONS:
-            return {s: stored for s in sessions if (stored := self.sessions.getValue((s,))) is not None}
-        return {key[0]: value for key, value in self.sessions.iterator() if key[0] in sessions}
-
     def _session(self, session: str, records: list[RawRecord], stored: tuple[str, bytes] | None) -> SessionResult:
-        """One session's records of this batch, its stored meta and state: apply them, store or release the state."""
+        """One session's records of this batch, on its stored meta and state (the caller stores the result's)."""
         meta = SessionMeta.from_json(stored[0]) if stored else SessionMeta()
         state = self.handler.decode_state(bytes(stored[1])) if stored else self.handler.initial_state()
-        result = process_session(meta, state, records, handler=self.handler, schema=self.schema,
-                                 policy=self.config.policy)
-        if result.released:
-            if stored:
-                self.sessions.removeKey((session,))
-        else:
-            self.sessions.updateValue((session,), (result.meta.to_json(), self.handler.encode_state(result.state)))
-        return result
+        return process_session(meta, state, records, handler=self.handler, schema=self.schema,
+                               policy=self.config.policy)
 
     def _rows(self, results: list[SessionResult]) -> pa.RecordBatch:
         """The applied rows of the bucket's sessions, column by column (``session_rows``' schema)."""
