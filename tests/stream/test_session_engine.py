@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +27,7 @@ from sessions_fixtures import (
 )
 
 from streamwarden.failures import ConfigError, IntegrityError, MalformedDataError
-from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, process_session
+from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMeta, SessionPolicy, process_session
 from streamwarden.stream.sessions.handler import fingerprint, load_handler, pin_handler
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.wire import EndEvent, Row, SnapshotEvent, encode
@@ -117,6 +119,17 @@ def test_state_survives_a_batch_boundary_without_false_gaps() -> None:
     state = HANDLER.decode_state(HANDLER.encode_state(first.state))
     second = process_session(meta, state, records[2:], handler=HANDLER, schema=SCHEMA, policy=SessionPolicy())
     assert not second.dead and second.state == replay(CLEAN)["A"]
+
+
+def test_session_meta_reads_what_earlier_releases_stored_and_round_trips() -> None:
+    """Checkpoints hold metas written as ``json.dumps(asdict(meta), sort_keys=True)``: they read back the same."""
+    meta = SessionMeta(7, "sites-1", 3, "2026-11-25T10:00:00+00:00",
+                       {"offset": 41, "seq": 9, "expected_seq": 7, "reason": DeadReason.SEQUENCE_GAP})
+    earlier = json.dumps(asdict(meta), sort_keys=True)
+    assert SessionMeta.from_json(earlier) == meta == SessionMeta.from_json(meta.to_json())
+    assert json.loads(meta.to_json()) == json.loads(earlier) and list(json.loads(meta.to_json())) == sorted(
+        json.loads(earlier))
+    assert SessionMeta.from_json(SessionMeta().to_json()) == SessionMeta()
 
 
 def test_the_built_in_handler_keeps_its_fingerprint_across_module_moves() -> None:
