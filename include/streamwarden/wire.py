@@ -296,7 +296,7 @@ class Decoder:
         if value is not None and len(value) <= self.max_bytes and key is not None:
             try:
                 event = self._typed(key, value)
-            except (msgspec.MsgspecError, UnicodeDecodeError, ValueError):  # WireFormatError is a ValueError
+            except (msgspec.MsgspecError, ValueError):  # WireFormatError and UnicodeDecodeError are ValueErrors
                 event = None
             if event is not None:
                 return event

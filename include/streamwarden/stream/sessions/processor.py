@@ -96,11 +96,13 @@ class SessionProcessor(StatefulProcessor):
         by_session = _records_by_session(unpack_records(payloads))
         stored = {key[0]: value for key, value in read_states(self.sessions, [(s,) for s in by_session]).items()}
         results = [self._session(session, records, stored.get(session)) for session, records in by_session.items()]
-        write_states(self.sessions,
-                     [((session,), (result.meta.to_json(), self.handler.encode_state(result.state)))
-                      for session, result in zip(by_session, results, strict=True) if not result.released],
-                     [(session,) for session, result in zip(by_session, results, strict=True)
-                      if result.released and session in stored])
+        updates, removals = [], []
+        for session, result in zip(by_session, results, strict=True):
+            if not result.released:
+                updates.append(((session,), (result.meta.to_json(), self.handler.encode_state(result.state))))
+            elif session in stored:
+                removals.append((session,))
+        write_states(self.sessions, updates, removals)
         packed = [pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
                                                              (KIND_DEAD, self._dead(results))) if batch.num_rows]
         if packed:
