@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamwarden.settings import Settings, SettingsError, load_settings
+from streamwarden.stream.spark_session import spark_conf
 
 
 def test_defaults_derive_every_root_from_home(tmp_path: Path) -> None:
@@ -157,3 +158,12 @@ def test_read_tasks_are_one_per_core_of_a_local_master_unless_set() -> None:
     assert Settings(spark_master="spark://127.0.0.1:7077").read_tasks == 8  # cores unknown to the driver
     assert Settings(spark_master="local[3]", max_read_tasks=0).read_tasks == 0  # one per topic-partition
     assert Settings(spark_master="local[3]", max_read_tasks=5).read_tasks == 5
+
+
+def test_state_partitions_are_one_per_core_of_a_local_master_unless_set() -> None:
+    assert Settings(spark_master="local[3]").state_partitions == 3
+    assert Settings(spark_master="local[*]").state_partitions == (os.cpu_count() or 1)
+    assert Settings(spark_master="spark://127.0.0.1:7077").state_partitions == 8
+    assert Settings(spark_master="local[3]", shuffle_partitions=5).state_partitions == 5
+    conf = spark_conf(Settings(spark_master="local[3]"))
+    assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == "3"

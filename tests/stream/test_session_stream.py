@@ -24,7 +24,10 @@ from sessions_fixtures import (
     RESYNC_TABLES,
     SCHEMA,
     Message,
+    good,
     replay,
+    snapshot,
+    update,
 )
 from streamwarden_bench.replay import final_tables, offsets_by_table, read_table
 
@@ -272,3 +275,29 @@ def test_session_timeout_releases_the_state_of_a_silent_session(
     job.wait_until(lambda: _accounted(job, expected), 120, "the late update accounted")
     assert job.stop() == 0, job.log_tail()
     assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
+
+
+def test_a_checkpoint_keeps_its_state_partitions_when_the_setting_changes(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    # the default is one state partition per core: an upgraded job, or one moved to another machine, must still
+    # find every session's state where the checkpoint put it (Spark restores the number from the offset log)
+    (topic,) = topic_factory(1, partitions=2)
+    sessions = [f"S{i}" for i in range(24)]
+    first = [good(snapshot(s, 0, {"r1": {"qty": i}})) for i, s in enumerate(sessions)]
+    then = [good(update(s, 1, "r1", qty=100 + i)) for i, s in enumerate(sessions)]
+    placed = set(produce_messages(broker.bootstrap_servers, topic, first))
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", shuffle_partitions="3")
+    job.start()
+    job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the snapshots")
+    assert job.stop() == 0, job.log_tail()
+
+    placed |= set(produce_messages(broker.bootstrap_servers, topic, then))
+    job.env["STREAMWARDEN_SHUFFLE_PARTITIONS"] = "2"
+    job.start()
+    job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the updates")
+    assert job.stop() == 0, job.log_tail()
+    assert not dead_letters(job.settings.root("output"))
+    assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(first + then)
+    state = job.settings.checkpoint_location / "state" / "0"
+    assert sorted(p.name for p in state.iterdir() if p.name.isdigit()) == ["0", "1", "2"]

@@ -17,8 +17,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     """Spark configuration for the stream; ``settings.spark_conf`` overrides any of it."""
     conf = {
         "spark.driver.memory": "2g",
-        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-        "spark.default.parallelism": str(settings.shuffle_partitions),
+        "spark.sql.shuffle.partitions": str(settings.state_partitions),
+        "spark.default.parallelism": str(settings.state_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
