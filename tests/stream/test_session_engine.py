@@ -110,6 +110,19 @@ def test_fuzzy_sends_events_behind_the_session_watermark_to_the_dead_letter() ->
     assert result.state == {"r": {"qty": 4}}
 
 
+def test_the_fuzzy_watermark_is_stored_with_the_meta_and_holds_across_a_batch_boundary() -> None:
+    events = [snapshot("F", 0, {"r": {"qty": 1}}), update("F", 1, "r", minutes=30, qty=2),
+              update("F", 2, "r", minutes=10, qty=3), update("F", 3, "r", minutes=28, qty=4)]
+    records = [RawRecord("t", 0, i, b"F", encode(e), T0) for i, e in enumerate(events)]
+    policy = SessionPolicy(tier="fuzzy", lateness_s=timedelta(minutes=5).total_seconds())
+    first = process_session(SessionMeta(), {}, records[:2], handler=HANDLER, schema=SCHEMA, policy=policy)
+    assert first.meta.max_event_time == (T0 + timedelta(minutes=30)).isoformat()
+    second = process_session(SessionMeta.from_json(first.meta.to_json()), first.state, records[2:],
+                             handler=HANDLER, schema=SCHEMA, policy=policy)
+    assert [d.record.offset for d in second.dead] == [2] and second.state == {"r": {"qty": 4}}
+    assert second.meta.max_event_time == first.meta.max_event_time  # minute 28 is behind minute 30
+
+
 def test_state_survives_a_batch_boundary_without_false_gaps() -> None:
     from sessions_fixtures import CLEAN
 

@@ -159,6 +159,8 @@ def process_session(
     """Apply ``records`` (sorted by topic, partition, offset) to one session."""
     result = SessionResult(meta, state)
     decode = decoder_for(schema, policy.max_message_bytes)
+    # the session's event-time watermark, kept parsed while the batch runs and stored as text once, at the end
+    watermark = None if meta.max_event_time is None else datetime.fromisoformat(meta.max_event_time)
     for record in records:
         try:
             event = decode(record.key, record.value)
@@ -168,7 +170,7 @@ def process_session(
                                          offset=record.offset, details={"kind": error.kind.value}) from None
             result.dead.append(DeadLetter(record, error.kind.value.upper(), str(error)))
             continue
-        refusal = _refusal(result.meta, event, record, policy)
+        refusal = _refusal(result.meta, watermark, event, record, policy)
         if refusal is not None:
             result.dead.append(DeadLetter(record, *refusal))
         else:
@@ -176,10 +178,14 @@ def process_session(
             result.state, rows = handler.on_event(result.state, event)
             result.rows.extend(AppliedRow(record, event, row, boundary) for row in rows)
             _advance(result.meta, event, record)
+            if watermark is None or event.ts > watermark:
+                watermark = event.ts
         if isinstance(event, EndEvent):
             result.meta, result.state, result.released = SessionMeta(), handler.initial_state(), True
+            watermark = None
         elif refusal is None:
             result.released = False
+    result.meta.max_event_time = None if watermark is None else watermark.isoformat()
     return result
 
 
@@ -194,9 +200,10 @@ def _boundary(meta: SessionMeta, event: SessionEvent) -> Boundary | None:
     return Boundary.START if meta.next_seq is None else Boundary.SNAPSHOT
 
 
-def _refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord,
+def _refusal(meta: SessionMeta, watermark: datetime | None, event: SessionEvent, record: RawRecord,
              policy: SessionPolicy) -> tuple[str, str] | None:
-    """Why ``event`` must not be applied (a dead letter), ``None`` to apply; raises when the job must stop."""
+    """Why ``event`` must not be applied (a dead letter), ``None`` to apply; raises when the job must stop.
+    ``watermark``: the latest event time applied to the session (``meta.max_event_time``, parsed)."""
     where: dict[str, Any] = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
     moved = meta.partition is not None and (meta.topic, meta.partition) != (record.topic, record.partition)
     if moved and policy.tier == "strict":
@@ -207,8 +214,8 @@ def _refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord,
     if policy.tier == "none":
         return None
     if policy.tier == "fuzzy":
-        if meta.max_event_time is not None:
-            behind = (datetime.fromisoformat(meta.max_event_time) - event.ts).total_seconds()
+        if watermark is not None:
+            behind = (watermark - event.ts).total_seconds()
             if behind > policy.lateness_s:
                 return DeadReason.LATE_EVENT, (f"event time {event.ts.isoformat()} is {behind:.0f}s behind the "
                                                f"session's watermark (lateness bound {policy.lateness_s:.0f}s)")
@@ -249,5 +256,3 @@ def _advance(meta: SessionMeta, event: SessionEvent, record: RawRecord) -> None:
     meta.next_seq = event.seq + 1
     meta.topic, meta.partition = record.topic, record.partition
     meta.resync_since = None
-    if meta.max_event_time is None or event.ts > datetime.fromisoformat(meta.max_event_time):
-        meta.max_event_time = event.ts.isoformat()
