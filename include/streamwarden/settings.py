@@ -163,6 +163,12 @@ class Settings(BaseSettings):
         64, gt=0, le=65536,
         description="Sessions are hashed into this many groups per micro-batch (fixed once a checkpoint exists).",
     )
+    session_slots: int = Field(
+        64, ge=0, le=65536,
+        description="State entries per session bucket of a new checkpoint: its sessions are hashed into them and "
+        "a batch reads and writes whole entries (0: one entry per session, the layout of checkpoints written "
+        "before slots); a checkpoint keeps the layout it started with.",
+    )
     log_max_bytes: int = Field(
         50 * 1024 * 1024, ge=1024,
         description="A log file under <run_root>/logs is rolled over when it reaches this many bytes.")

@@ -28,7 +28,7 @@ from sessions_fixtures import (
 
 from streamwarden.failures import ConfigError, IntegrityError, MalformedDataError
 from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMeta, SessionPolicy, process_session
-from streamwarden.stream.sessions.handler import fingerprint, load_handler, pin_handler
+from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint, load_handler, pin_handler
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.wire import EndEvent, Row, SnapshotEvent, encode
 
@@ -161,6 +161,17 @@ def test_handler_fingerprint_is_pinned_with_the_checkpoint(tmp_path: Any) -> Non
         pin_handler(tmp_path, TableReconstructionV2(), 64)
     with pytest.raises(ConfigError, match=r"session_buckets 64,.* session_buckets 8,"):
         pin_handler(tmp_path, HANDLER, 8)
+
+
+def test_a_checkpoint_keeps_the_session_slots_it_started_with(tmp_path: Any) -> None:
+    new, legacy = tmp_path / "new", tmp_path / "legacy"
+    new.mkdir(), legacy.mkdir()
+    pinned = pin_handler(new, HANDLER, 64, 16)
+    assert pinned["session_slots"] == 16 and pinned["fingerprint"] != fingerprint(HANDLER, 64)["fingerprint"]
+    assert pin_handler(new, HANDLER, 64, 32) == pinned  # configured otherwise later: the checkpoint's own layout
+    pin_handler(legacy, HANDLER, 64, 0)  # as every checkpoint before slots: one entry per session
+    assert "session_slots" not in pin_handler(legacy, HANDLER, 64, 16)
+    assert json.loads((legacy / HANDLER_FILE).read_text())["fingerprint"] == "c0ab9bb64f31c91c"
 
 
 @pytest.mark.parametrize(("path", "says"), [

@@ -37,6 +37,7 @@ from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.settings import load_settings
+from streamwarden.stream.sessions.handler import HANDLER_FILE
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.faults import CHAOS_ENV
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
@@ -277,23 +278,26 @@ def test_session_timeout_releases_the_state_of_a_silent_session(
     assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
 
 
-def test_a_checkpoint_keeps_its_state_partitions_when_the_setting_changes(
+def test_a_checkpoint_keeps_its_state_partitions_and_layout_when_the_settings_change(
     broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
 ) -> None:
-    # the default is one state partition per core: an upgraded job, or one moved to another machine, must still
-    # find every session's state where the checkpoint put it (Spark restores the number from the offset log)
+    # the defaults are one state partition per core and sessions in slots: an upgraded job (its checkpoint one
+    # entry per session), or one moved to another machine, must still find every session's state where the
+    # checkpoint put it (Spark restores the partitions from the offset log; the slots are pinned with the handler)
     (topic,) = topic_factory(1, partitions=2)
     sessions = [f"S{i}" for i in range(24)]
     first = [good(snapshot(s, 0, {"r1": {"qty": i}})) for i, s in enumerate(sessions)]
     then = [good(update(s, 1, "r1", qty=100 + i)) for i, s in enumerate(sessions)]
     placed = set(produce_messages(broker.bootstrap_servers, topic, first))
-    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", shuffle_partitions="3")
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", shuffle_partitions="3",
+                      session_slots="0")
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the snapshots")
     assert job.stop() == 0, job.log_tail()
 
     placed |= set(produce_messages(broker.bootstrap_servers, topic, then))
     job.env["STREAMWARDEN_SHUFFLE_PARTITIONS"] = "2"
+    del job.env["STREAMWARDEN_SESSION_SLOTS"]
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the updates")
     assert job.stop() == 0, job.log_tail()
@@ -301,3 +305,31 @@ def test_a_checkpoint_keeps_its_state_partitions_when_the_setting_changes(
     assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(first + then)
     state = job.settings.checkpoint_location / "state" / "0"
     assert sorted(p.name for p in state.iterdir() if p.name.isdigit()) == ["0", "1", "2"]
+    assert "session_slots" not in json.loads((job.settings.checkpoint_location / HANDLER_FILE).read_text())
+
+
+def test_a_session_silent_past_the_timeout_is_released_from_a_slot_its_neighbour_keeps_alive(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    # one bucket of one slot: A and B share a state entry, and B's writes keep that entry alive in Spark's TTL
+    (topic,) = topic_factory(1, partitions=1)
+    placed: dict[tuple[int, int], Message] = {}
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="20s",
+                      session_buckets="1", session_slots="1")
+
+    def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
+        placed.update(produce_messages(broker.bootstrap_servers, topic, messages))
+        job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), timeout, "the messages accounted")
+
+    job.start()
+    produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
+    produce_and_wait([good(snapshot("A", 0, {"r1": {"qty": 1}})), good(snapshot("B", 0, {"r1": {"qty": 1}}))])
+    time.sleep(12)
+    produce_and_wait([good(update("B", 1, "r1", qty=2))])
+    time.sleep(12)  # A silent for 24 s and more, B for 12 s and a batch: only A's state has timed out
+    produce_and_wait([good(update("A", 1, "r1", qty=2)), good(update("B", 2, "r1", qty=3))])
+    assert job.stop() == 0, job.log_tail()
+    assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
+    expected_b = replay([good(snapshot("B", 0, {"r1": {"qty": 1}})), good(update("B", 1, "r1", qty=2)),
+                         good(update("B", 2, "r1", qty=3))])
+    assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)["B"] == expected_b["B"]

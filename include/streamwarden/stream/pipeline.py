@@ -75,14 +75,15 @@ def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
         .alias(column.name) for column in FOLDER_COLUMNS.values()))
 
 
-def handler_columns(settings: Settings) -> Sequence[tuple[str, ColumnType]]:
-    """The configured handler's output columns, once its fingerprint is pinned to the checkpoint."""
+def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]], int]:
+    """The configured handler's output columns and the checkpoint's slots per bucket (its state layout), once
+    the handler's fingerprint is pinned to the checkpoint."""
     handler, columns = load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
-    pin_handler(settings.checkpoint_location, handler, settings.session_buckets)
-    return columns
+    pinned = pin_handler(settings.checkpoint_location, handler, settings.session_buckets, settings.session_slots)
+    return columns, pinned.get("session_slots", 0)
 
 
-def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[str, ColumnType]]) -> DataFrame:
+def session_frame(raw: DataFrame, settings: Settings, slots: int) -> DataFrame:
     """Group records by session id (the Kafka key) into buckets and run the session handler over each session.
 
     Records cross the shuffle and the operator packed per bucket, and its output leaves packed per kind
@@ -93,6 +94,7 @@ def session_frame(raw: DataFrame, settings: Settings, columns: Sequence[tuple[st
         policy=SessionPolicy(settings.integrity_tier, settings.on_gap, settings.malformed_policy, settings.lateness,
                              settings.max_message_bytes),
         session_timeout_ms=int(settings.session_timeout * 1000),
+        session_slots=slots,
     )
     packed = raw  # the Python source packs where it reads
     if settings.source_impl == "jvm":
@@ -134,8 +136,8 @@ def _tables(settings: Settings, frame: DataFrame,
 def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     """Start the stream; the commit protocols recover any interrupted commit first."""
     raw = kafka_frame(spark, settings)
-    columns = handler_columns(settings) if settings.pipeline == "sessions" else []
-    frame = raw if settings.pipeline == "records" else session_frame(raw, settings, columns)
+    columns, slots = pinned_handler(settings) if settings.pipeline == "sessions" else ([], 0)
+    frame = raw if settings.pipeline == "records" else session_frame(raw, settings, slots)
     sinks, write = _tables(settings, frame, columns)
     writer = DeltaBatchWriter(sinks, write, settings.checkpoint_location)
     return (

@@ -3,7 +3,8 @@
 1. **Settings**: none that a release may not change differs (:data:`~.release.PINNED`, and the ``spark_conf``
    keys the state depends on).
 2. **State layout**: the release's session handler loads, its output columns are valid, and its fingerprint
-   (handler name, ``state_version``, ``state_schema``, ``session_buckets``) equals the one pinned in
+   (handler name, ``state_version``, ``state_schema``, ``session_buckets``, and the checkpoint's own
+   ``session_slots``) equals the one pinned in
    ``<checkpoint>/streamwarden_handler.json``: the state in the checkpoint was written in that layout, and the
    job refuses another one at start (CONFIG). A new handler class keeps the layout by declaring the old
    ``handler_name`` with the same ``state_version`` and ``state_schema``.
@@ -164,8 +165,9 @@ def _state(current: Settings, new: Settings, refusals: list[str]) -> tuple[dict[
     except ConfigError as exc:
         refusals.append(f"the release's session handler: {exc.message}")
         return {"verdict": "the release's handler does not load"}, []
-    configured = fingerprint(handler, new.session_buckets)
     recorded = read_json(current.checkpoint_location / HANDLER_FILE)
+    slots = new.session_slots if recorded is None else recorded.get("session_slots", 0)  # the checkpoint's layout
+    configured = fingerprint(handler, new.session_buckets, slots)
     state: dict[str, Any] = {"recorded": recorded, "configured": configured}
     if recorded is None:
         state["verdict"] = "no state pinned yet (a new checkpoint): any handler"

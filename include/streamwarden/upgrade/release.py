@@ -49,6 +49,7 @@ PINNED: dict[str, str] = {
     "output_partition_by": "the tables' partitioning (pinned when they were created)",
     "session_buckets": "where each session's state lives (fixed once a checkpoint exists)",
     "shuffle_partitions": "the state's partitions (fixed once a checkpoint exists)",
+    "session_slots": "how each bucket's session states are laid out (fixed once a checkpoint exists)",
 }
 """Settings a release may not change, and what each one pins."""
 PINNED_SPARK_CONF = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.")

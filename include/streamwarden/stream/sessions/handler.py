@@ -27,11 +27,11 @@ event releases the state after ``on_event``. To keep the offset accounting exact
 in ``session_rows`` or ``quarantine``), a handler should emit at least one row per event.
 
 Select a handler with ``STREAMWARDEN_SESSION_HANDLER=package.module:ClassName``. Its *fingerprint*
-(class, ``state_version``, ``state_schema``, and the job's ``session_buckets``, which decide where each
-session's state lives) is recorded next to the checkpoint on first start; a later start with a different
-fingerprint is refused (CONFIG) before any batch runs, instead of crashing on undecodable or misplaced
-state mid-batch. Bump ``state_version`` whenever the state encoding changes. A handler class may declare
-``handler_name = "..."`` to keep its fingerprint when it moves to another module.
+(class, ``state_version``, ``state_schema``, and the job's ``session_buckets`` and ``session_slots``,
+which decide where each session's state lives) is recorded next to the checkpoint on first start; a later
+start with a different fingerprint is refused (CONFIG) before any batch runs, instead of crashing on
+undecodable or misplaced state mid-batch. Bump ``state_version`` whenever the state encoding changes. A
+handler class may declare ``handler_name = "..."`` to keep its fingerprint when it moves to another module.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -57,6 +58,7 @@ FRAMEWORK_COLUMNS = frozenset({
 S = TypeVar("S")
 OutputRow = dict[str, Value]
 HANDLER_FILE = "streamwarden_handler.json"
+log = logging.getLogger("streamwarden.stream.sessions")
 
 
 @runtime_checkable
@@ -134,33 +136,41 @@ def checked_output_columns(handler: SessionHandler[Any], schema: TableSchema,
     return columns
 
 
-def fingerprint(handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:
-    """What identifies the layout of the session state: the handler's, and the number of buckets."""
+def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0) -> dict[str, Any]:
+    """What identifies the layout of the session state: the handler's, the number of buckets, and the slots per
+    bucket (:mod:`.session_store`; named only when not 0, so checkpoints from before slots keep theirs)."""
     default_name = f"{type(handler).__module__}:{type(handler).__qualname__}"
     identity = {"handler": getattr(handler, "handler_name", default_name),
                 "state_version": handler.state_version, "state_schema": handler.state_schema,
-                "session_buckets": buckets}
+                "session_buckets": buckets, **({"session_slots": slots} if slots else {})}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return {**identity, "fingerprint": digest}
 
 
-def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int) -> dict[str, Any]:
-    """Record the state layout's fingerprint with a new checkpoint, or refuse an incompatible one."""
-    current = fingerprint(handler, buckets)
+def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, slots: int = 0) -> dict[str, Any]:
+    """Record the state layout's fingerprint with a new checkpoint (``slots`` per bucket), or refuse an
+    incompatible one. An existing checkpoint keeps the slots it was started with, whatever ``slots`` says: the
+    pinned document's ``session_slots`` (absent: 0) is the layout to use."""
     path = checkpoint / HANDLER_FILE
     recorded = read_json(path)
     if recorded is None:
+        current = fingerprint(handler, buckets, slots)
         write_json_atomic(path, current)
         return current
+    current = fingerprint(handler, buckets, recorded.get("session_slots", 0))
     if recorded["fingerprint"] != current["fingerprint"]:
         raise ConfigError(
             f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
             f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
             "checkpoint from the last snapshots (see docs/sessions.md).",
             details={"recorded": recorded, "configured": current})
+    if current.get("session_slots", 0) != slots:
+        log.info("the checkpoint keeps its state layout (session_slots %d; configured %d applies to new "
+                 "checkpoints)", current.get("session_slots", 0), slots)
     return current
 
 
 def _layout(pinned: dict[str, Any]) -> str:
     return (f"{pinned['handler']} (state_version {pinned['state_version']}, session_buckets "
-            f"{pinned.get('session_buckets', 'unset')}, fingerprint {pinned['fingerprint']})")
+            f"{pinned.get('session_buckets', 'unset')}, session_slots {pinned.get('session_slots', 0)}, "
+            f"fingerprint {pinned['fingerprint']})")

@@ -3,9 +3,9 @@
 Sessions are grouped into a fixed number of *buckets* (a hash of the session id), and the processor is
 called once per bucket and micro-batch, not once per session: the per-call costs of the API (setting the
 grouping key, one pandas frame in, one frame out, each converted to and from Arrow) are paid per bucket.
-Each session's framework meta and handler state is one entry of the bucket's ``MapState`` (keyed by
-session id, TTL = the session timeout): the reads of the sessions a batch touches, and their writes (or
-removals, for ended sessions), go to the state server pipelined (:mod:`.state_calls`).
+Each session's framework meta and handler state is kept in the bucket's state (:mod:`.session_store`: one
+entry per session, or sessions in slots, as the checkpoint was started): the reads of the sessions a batch
+touches, and their writes (or removals, for ended sessions), go to the state server pipelined.
 
 Per bucket and batch: read the bucket's packed records (:mod:`.packing`) in (topic, partition, offset)
 order -- they arrive after a shuffle, in no particular order -- split them by session in that order, run
@@ -15,7 +15,6 @@ rows and the dead letters of all the bucket's sessions as one packed row per kin
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,12 +34,10 @@ from streamwarden.stream.sessions.packing import (
     pack_rows,
     unpack_records,
 )
-from streamwarden.stream.sessions.state_calls import pipelining_supported, read_states, write_states
+from streamwarden.stream.sessions.session_store import Stored, open_store
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
 from streamwarden.stream.worker_gc import spread_collections
 from streamwarden.wire import TableSchema
-
-log = logging.getLogger("streamwarden.stream.sessions")
 
 
 @dataclass(frozen=True)
@@ -51,6 +48,7 @@ class SessionJobConfig:
     table_schema: dict[str, str]
     policy: SessionPolicy
     session_timeout_ms: int
+    session_slots: int = 0  # the checkpoint's state layout (sessions.session_store); 0: one entry per session
 
 
 def _records_by_session(records: pa.Table) -> dict[str, list[RawRecord]]:
@@ -85,33 +83,28 @@ class SessionProcessor(StatefulProcessor):
         self.handler_columns = [name for name, _ in columns]
         self.rows_schema = to_arrow_schema(session_rows_schema(columns), timezone="UTC")
         self.dead_schema = to_arrow_schema(quarantine_schema(), timezone="UTC")
-        self.sessions = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY",
-                                           self.config.session_timeout_ms)
-        if not pipelining_supported(self.sessions):
-            log.warning("this PySpark's state client lacks what pipelined state calls use: one round trip each")
+        self.store = open_store(handle, self.config.session_slots, self.config.session_timeout_ms)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         payloads = [payload for frame in rows for payload in frame[PACKED_RECORDS].tolist()]
         by_session = _records_by_session(unpack_records(payloads))
-        stored = {key[0]: value for key, value in read_states(self.sessions, [(s,) for s in by_session]).items()}
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        stored = self.store.read(list(by_session), now_ms)
         results = [self._session(session, records, stored.get(session)) for session, records in by_session.items()]
-        updates, removals = [], []
-        for session, result in zip(by_session, results, strict=True):
-            if not result.released:
-                updates.append(((session,), (result.meta.to_json(), self.handler.encode_state(result.state))))
-            elif session in stored:
-                removals.append((session,))
-        write_states(self.sessions, updates, removals)
+        self.store.write({session: None if result.released else (result.meta.to_json(),
+                                                                  self.handler.encode_state(result.state))
+                          for session, result in zip(by_session, results, strict=True)
+                          if not result.released or session in stored}, now_ms)
         packed = [pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
                                                              (KIND_DEAD, self._dead(results))) if batch.num_rows]
         if packed:
             yield pd.DataFrame(packed, columns=["kind", "rows", "payload"])
 
-    def _session(self, session: str, records: list[RawRecord], stored: tuple[str, bytes] | None) -> SessionResult:
+    def _session(self, session: str, records: list[RawRecord], stored: Stored | None) -> SessionResult:
         """One session's records of this batch, on its stored meta and state (the caller stores the result's)."""
         meta = SessionMeta.from_json(stored[0]) if stored else SessionMeta()
-        state = self.handler.decode_state(bytes(stored[1])) if stored else self.handler.initial_state()
+        state = self.handler.decode_state(stored[1]) if stored else self.handler.initial_state()
         return process_session(meta, state, records, handler=self.handler, schema=self.schema,
                                policy=self.config.policy)
 

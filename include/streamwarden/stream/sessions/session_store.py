@@ -1,0 +1,120 @@
+"""Where a bucket's session states live in Spark's state store: one entry per session, or sessions in slots.
+
+Two layouts; a checkpoint keeps the one it was started with (pinned with the handler's fingerprint, see
+:func:`~streamwarden.stream.sessions.handler.pin_handler`):
+
+* **entries** (``session_slots = 0``, every checkpoint written before slots): the bucket's ``MapState``
+  ``sessions`` holds one entry per session, keyed by session id, with Spark's TTL as the session timeout.
+* **slots** (``session_slots = N``): the sessions of a bucket are hashed into ``N`` slots, and the
+  ``MapState`` ``slots`` holds one entry per slot: a msgpack map of session id -> (meta, state, written at).
+  Each state call to the JVM costs ~50 us whatever its size (measured with 1-50 kB values), so a batch that
+  touches 100k sessions pays for a few thousand slot reads and writes instead of 200k session calls.
+  The session timeout holds per session: a session whose entry was written ``timeout`` ago or earlier is
+  dropped when its slot is next read (and not returned), and a slot none of whose sessions was written for
+  ``timeout`` expires as a whole through Spark's TTL.
+
+Both are used the same way, once per bucket and batch::
+
+    stored = store.read(sessions, now_ms)      # session id -> (meta JSON, state bytes), the sessions found
+    store.write(changes, now_ms)               # session id -> (meta JSON, state bytes), or None to release
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import msgspec
+from pyspark.sql.streaming.stateful_processor import MapState, StatefulProcessorHandle
+
+from streamwarden.stream.sessions.state_calls import pipelining_supported, read_states, write_states
+
+log = logging.getLogger("streamwarden.stream.sessions")
+Stored = tuple[str, bytes]
+"""A session's meta (JSON) and its handler state (the handler's bytes)."""
+
+
+class SessionStore(Protocol):
+    """A bucket's session states (see the module docstring)."""
+
+    def read(self, sessions: Sequence[str], now_ms: int) -> dict[str, Stored]:
+        """The stored meta and state of each of ``sessions`` that has them (and has not timed out)."""
+
+    def write(self, changes: Mapping[str, Stored | None], now_ms: int) -> None:
+        """Store each changed session's meta and state; ``None`` releases the session. Called once after
+        :meth:`read`, with sessions of that read only."""
+
+
+def open_store(handle: StatefulProcessorHandle, slots: int, timeout_ms: int) -> SessionStore:
+    """The store of the checkpoint's layout: :class:`SessionEntries` for ``slots == 0``, else :class:`SessionSlots`."""
+    store: SessionStore
+    if slots == 0:
+        state = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY", timeout_ms)
+        store = SessionEntries(state)
+    else:
+        state = handle.getMapState("slots", "slot INT", "sessions BINARY", timeout_ms)
+        store = SessionSlots(state, slots, timeout_ms)
+    if not pipelining_supported(state):
+        log.warning("this PySpark's state client lacks what pipelined state calls use: one round trip each")
+    return store
+
+
+class SessionEntries:
+    """One ``MapState`` entry per session (Spark's TTL is the session timeout)."""
+
+    def __init__(self, state: MapState) -> None:
+        self.state = state
+
+    def read(self, sessions: Sequence[str], now_ms: int) -> dict[str, Stored]:
+        return {key[0]: (value[0], bytes(value[1]))
+                for key, value in read_states(self.state, [(s,) for s in sessions]).items()}
+
+    def write(self, changes: Mapping[str, Stored | None], now_ms: int) -> None:
+        write_states(self.state, [((s,), stored) for s, stored in changes.items() if stored is not None],
+                     [(s,) for s, stored in changes.items() if stored is None])
+
+
+SlotEntry = tuple[str, bytes, int]
+"""A session in a slot: meta (JSON), state (the handler's bytes), when it was written (ms, processing time)."""
+_SLOT_ENCODER = msgspec.msgpack.Encoder()
+_SLOT_DECODER = msgspec.msgpack.Decoder(dict[str, tuple[str, bytes, int]])
+
+
+def slot_of(session: str, slots: int) -> int:
+    """The slot of ``session`` within its bucket (CRC-32: independent of the bucket's xxhash64)."""
+    return zlib.crc32(session.encode()) % slots
+
+
+class SessionSlots:
+    """The bucket's sessions hashed into ``slots`` entries of a ``MapState``, each a msgpack map."""
+
+    def __init__(self, state: MapState, slots: int, timeout_ms: int) -> None:
+        self.state, self.slots, self.timeout_ms = state, slots, timeout_ms
+        self._read: dict[int, dict[str, SlotEntry]] = {}  # the slots of the last read, timed-out sessions dropped
+        self._found: set[int] = set()  # those of them the store holds
+
+    def read(self, sessions: Sequence[str], now_ms: int) -> dict[str, Stored]:
+        keys = sorted({slot_of(s, self.slots) for s in sessions})
+        found = read_states(self.state, [(k,) for k in keys])
+        live_after = now_ms - self.timeout_ms
+        self._read = {key: {} for key in keys}
+        self._found = {key for (key,) in found}
+        for (key,), (blob,) in found.items():
+            self._read[key] = {s: entry for s, entry in _SLOT_DECODER.decode(blob).items() if entry[2] > live_after}
+        return {s: entry[:2] for s in sessions if (entry := self._read[slot_of(s, self.slots)].get(s))}
+
+    def write(self, changes: Mapping[str, Stored | None], now_ms: int) -> None:
+        touched: set[int] = set()
+        for session, stored in changes.items():
+            key = slot_of(session, self.slots)
+            touched.add(key)
+            if stored is None:
+                self._read[key].pop(session, None)
+            else:
+                self._read[key][session] = (*stored, now_ms)
+        updates = [((key,), (_SLOT_ENCODER.encode(self._read[key]),)) for key in sorted(touched) if self._read[key]]
+        removals = [(key,) for key in sorted(touched & self._found) if not self._read[key]]
+        write_states(self.state, updates, removals)
+        self._read, self._found = {}, set()
