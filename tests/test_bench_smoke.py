@@ -47,6 +47,7 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
         verdict = main[engine]["verification"]
         assert verdict["ok"] is True and verdict["problems"] == [], verdict
         assert main[engine]["msg_per_s"] > 0 and main[engine]["peak_rss_mib"] > 0
+        assert 0 < main[engine]["peak_pss_mib"] <= main[engine]["peak_rss_mib"]  # shared pages split, not summed
     assert main["baseline"]["verification"]["rows"] == 3000
     stream = main["streamwarden"]
     assert stream["cold_start_s"] > 0 and stream["steady_batches"] >= 1

@@ -36,7 +36,7 @@ def run_measured(command: list[str], job: dict[str, Any], cwd: Path, timeout: fl
     if process.returncode != 0:
         raise RuntimeError(f"{command[-1]} exited with {process.returncode}; see {log}")
     result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    result.update(peak_rss_mib=rss.peak_mib, wall_s=round(time.monotonic() - started, 2))
+    result.update(peak_rss_mib=rss.peak_mib, peak_pss_mib=rss.peak_pss_mib, wall_s=round(time.monotonic() - started, 2))
     return result
 
 

@@ -51,28 +51,38 @@ class Sampler:
 
 
 class PeakRss(Sampler):
-    """Samples the summed RSS of a set of processes.
+    """Samples the summed RSS and PSS of a set of processes.
 
-    ``processes`` is called at every sample, so workers that come and go are counted while alive.
+    ``processes`` is called at every sample, so workers that come and go are counted while alive. RSS counts
+    a page shared by several processes (a forked Python worker's interpreter and libraries, shared with its
+    daemon) once per process; PSS splits it between them, so the summed PSS is the memory the set holds.
     """
 
     def __init__(self, processes: Callable[[], list[psutil.Process]], interval: float = 0.5) -> None:
         super().__init__(interval)
         self._processes = processes
         self.peak_bytes = 0
+        self.peak_pss_bytes = 0
 
     def sample(self) -> None:
-        total = 0
+        rss = pss = 0
         for process in self._processes():
             try:
-                total += process.memory_info().rss
-            except psutil.NoSuchProcess:
+                memory = process.memory_full_info()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        self.peak_bytes = max(self.peak_bytes, total)
+            rss += memory.rss
+            pss += getattr(memory, "pss", memory.rss)  # Linux has PSS; elsewhere count RSS
+        self.peak_bytes = max(self.peak_bytes, rss)
+        self.peak_pss_bytes = max(self.peak_pss_bytes, pss)
 
     @property
     def peak_mib(self) -> float:
         return round(self.peak_bytes / 2**20, 1)
+
+    @property
+    def peak_pss_mib(self) -> float:
+        return round(self.peak_pss_bytes / 2**20, 1)
 
 
 def percentiles(values: np.ndarray, points: tuple[int, ...] = (50, 95)) -> dict[str, float]:

@@ -38,16 +38,18 @@ def markdown(results: dict[str, Any]) -> str:
     w = main["workload"]
     lines = [f"Workload: {w['messages']:,} messages, {w['topics']} topics x {w['partitions']} partitions, "
              f"{w['sessions']} sessions x {w['rows']} rows, seed {w['seed']}.", "",
-             "| engine | msg/s (steady) | x baseline | peak RSS MiB | verified |", "| --- | --- | --- | --- | --- |"]
+             "| engine | msg/s (steady) | x baseline | peak RSS MiB | peak PSS MiB | verified |",
+             "| --- | --- | --- | --- | --- | --- |"]
     base = rate(main.get("baseline"))
     for name in ENGINES:
         result = main.get(name) or {}
         if "msg_per_s" not in result:
-            lines.append(f"| {name} | not run: {result.get('skipped', '?')} | | | |")
+            lines.append(f"| {name} | not run: {result.get('skipped', '?')} | | | | |")
             continue
         r = rate(result)
         lines.append(f"| {name} | {_cell(result['msg_per_s'])} | {_cell(round(r / base, 3) if r and base else None)} "
-                     f"| {_cell(result.get('peak_rss_mib'))} | {result['verification']['ok']} |")
+                     f"| {_cell(result.get('peak_rss_mib'))} | {_cell(result.get('peak_pss_mib'))} "
+                     f"| {result['verification']['ok']} |")
     stream = main.get("streamwarden", {})
     if "latency_s" in stream:
         lat = stream["latency_s"]
@@ -73,13 +75,14 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", *restart_lines(results["restarts"])]
     if results.get("scaling"):
         lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
-                  "| RSS MiB baseline / streamwarden / quix |", "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| RSS MiB baseline / streamwarden / quix | streamwarden PSS MiB |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for case in results["scaling"]:
             rss = " / ".join(_cell((case.get(n) or {}).get("peak_rss_mib")) for n in ENGINES)
             lines.append(f"| {case['axis']} = {case['value']:,} | {case['workload']['messages']:,} "
                          f"| {_cell(rate(case.get('baseline')))} | {_cell(rate(case.get('streamwarden')))} "
                          f"| {_cell(case['ratios']['streamwarden_vs_baseline'])} | {_cell(rate(case.get('quix')))} "
-                         f"| {rss} |")
+                         f"| {rss} | {_cell((case.get('streamwarden') or {}).get('peak_pss_mib'))} |")
     return "\n".join(lines) + "\n"
 
 

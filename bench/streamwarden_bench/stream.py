@@ -218,7 +218,7 @@ def run_throughput(workload: Workload, home: Path, max_offsets: int, trigger: st
     commits = job.commits()
     result = throughput(beats.data_batches(), commits)
     result.update(cold_start_s=round(commits[0].committed_at - job.launched_at, 2), peak_rss_mib=rss.peak_mib,
-                  delta_commit_ms=commit_times(job.settings.root("run") / "logs"))
+                  peak_pss_mib=rss.peak_pss_mib, delta_commit_ms=commit_times(job.settings.root("run") / "logs"))
     return job, result
 
 
