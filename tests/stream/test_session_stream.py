@@ -281,23 +281,25 @@ def test_session_timeout_releases_the_state_of_a_silent_session(
 def test_a_checkpoint_keeps_its_state_partitions_and_layout_when_the_settings_change(
     broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
 ) -> None:
-    # the defaults are one state partition per core and sessions in slots: an upgraded job (its checkpoint one
-    # entry per session), or one moved to another machine, must still find every session's state where the
-    # checkpoint put it (Spark restores the partitions from the offset log; the slots are pinned with the handler)
+    # the defaults are one state partition per core, sessions in slots and changelog checkpoints of the state:
+    # an upgraded job (its checkpoint one entry per session, snapshots only), or one moved to another machine,
+    # must still find every session's state where the checkpoint put it (Spark restores the partitions from
+    # the offset log and reads either kind of state checkpoint; the slots are pinned with the handler)
     (topic,) = topic_factory(1, partitions=2)
     sessions = [f"S{i}" for i in range(24)]
     first = [good(snapshot(s, 0, {"r1": {"qty": i}})) for i, s in enumerate(sessions)]
     then = [good(update(s, 1, "r1", qty=100 + i)) for i, s in enumerate(sessions)]
     placed = set(produce_messages(broker.bootstrap_servers, topic, first))
+    snapshots_only = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false"}
     job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", shuffle_partitions="3",
-                      session_slots="0")
+                      session_slots="0", spark_conf=json.dumps(snapshots_only))
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the snapshots")
     assert job.stop() == 0, job.log_tail()
 
     placed |= set(produce_messages(broker.bootstrap_servers, topic, then))
     job.env["STREAMWARDEN_SHUFFLE_PARTITIONS"] = "2"
-    del job.env["STREAMWARDEN_SESSION_SLOTS"]
+    del job.env["STREAMWARDEN_SESSION_SLOTS"], job.env["STREAMWARDEN_SPARK_CONF"]
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the updates")
     assert job.stop() == 0, job.log_tail()
@@ -305,6 +307,8 @@ def test_a_checkpoint_keeps_its_state_partitions_and_layout_when_the_settings_ch
     assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(first + then)
     state = job.settings.checkpoint_location / "state" / "0"
     assert sorted(p.name for p in state.iterdir() if p.name.isdigit()) == ["0", "1", "2"]
+    kinds = {p.suffix for p in state.rglob("*") if p.suffix in {".zip", ".changelog"}}
+    assert kinds == {".zip", ".changelog"}  # snapshots of the first run, changelogs of the second
     assert "session_slots" not in json.loads((job.settings.checkpoint_location / HANDLER_FILE).read_text())
 
 

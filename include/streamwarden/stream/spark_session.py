@@ -27,6 +27,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
         "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
         "spark.sql.streaming.stateStore.encodingFormat": "avro",
+        # A state commit uploads the batch's changes, not a snapshot of the store (snapshots are made in the
+        # background): a batch's state commits 231 -> 90 ms at 100k records on 2 cores. Spark reads either
+        # layout of a checkpoint, so existing checkpoints take it too, and can go back.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Python workers allocate Arrow buffers with malloc, which hands freed memory back; Arrow's jemalloc
         # pool kept it (peak RSS of the 2M-record benchmark 4.46 GiB with it, 3.96 GiB without).
