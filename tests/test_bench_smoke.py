@@ -84,3 +84,13 @@ def check_restarts(r: dict[str, Any]) -> None:
         assert p["max_x_baseline"] == round(p["max_s"] / phases["baseline"]["max_s"], 3)
     assert r["verdict_jittered_max_within_3x_trigger"] == phases["jittered"]["max_within_3x_trigger"]
     assert r["producer"]["restarts"] == 2 * 3
+
+
+def test_a_work_dir_holding_a_run_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}
+    env["PYTHONPATH"] = str(REPO / "bench")
+    (tmp_path / "work" / "main").mkdir(parents=True)  # what a run leaves: its job's checkpoint would go on
+    run = subprocess.run([sys.executable, "-m", "streamwarden_bench", "--results-dir", str(tmp_path / "results"),
+                          "--work-dir", str(tmp_path / "work")], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "is not empty" in run.stderr and "DATA_LOSS" in run.stderr
+    assert not (tmp_path / "results").exists()

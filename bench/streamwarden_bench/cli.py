@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds of steady traffic measured before the restarts (default %(default)s)")
     add("--timeout", type=float, default=3600.0, help="seconds any one engine may take")
     add("--results-dir", type=Path, default=BENCH / "results")
-    add("--work-dir", type=Path, default=None, help="scratch folder (default: a temporary one, removed)")
+    add("--work-dir", type=Path, default=None,
+        help="scratch folder, empty or new (default: a temporary one, removed)")
     return p
 
 
@@ -270,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(f"{time.monotonic() - started:7.1f}s {line}", flush=True)
 
+    if args.work_dir is not None and args.work_dir.is_dir() and any(args.work_dir.iterdir()):
+        print(f"--work-dir {args.work_dir} is not empty: a job would continue the checkpoint of the run before it "
+              "on topics the broker no longer has (DATA_LOSS). Give an empty or new folder.", file=sys.stderr)
+        return 2
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="swbench"))
     work.mkdir(parents=True, exist_ok=True)
     stem = args.results_dir / f"{now.strftime('%Y-%m-%d')}-{socket.gethostname()}"
