@@ -28,7 +28,7 @@ from streamwarden.atomic import read_json
 from streamwarden.failures import ConfigError
 from streamwarden.secrets import redact
 from streamwarden.settings import SECRET_FIELDS, Settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint, load_checked_handler
+from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint, layout_slots, load_checked_handler
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.upgrade.release import PINNED, PINNED_SPARK_CONF
 from streamwarden.wire import ColumnType, TableSchema
@@ -166,8 +166,7 @@ def _state(current: Settings, new: Settings, refusals: list[str]) -> tuple[dict[
         refusals.append(f"the release's session handler: {exc.message}")
         return {"verdict": "the release's handler does not load"}, []
     recorded = read_json(current.checkpoint_location / HANDLER_FILE)
-    slots = new.session_slots if recorded is None else recorded.get("session_slots", 0)  # the checkpoint's layout
-    configured = fingerprint(handler, new.session_buckets, slots)
+    configured = fingerprint(handler, new.session_buckets, layout_slots(recorded, new.session_slots))
     state: dict[str, Any] = {"recorded": recorded, "configured": configured}
     if recorded is None:
         state["verdict"] = "no state pinned yet (a new checkpoint): any handler"

@@ -153,11 +153,10 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
     pinned document's ``session_slots`` (absent: 0) is the layout to use."""
     path = checkpoint / HANDLER_FILE
     recorded = read_json(path)
+    current = fingerprint(handler, buckets, layout_slots(recorded, slots))
     if recorded is None:
-        current = fingerprint(handler, buckets, slots)
         write_json_atomic(path, current)
         return current
-    current = fingerprint(handler, buckets, recorded.get("session_slots", 0))
     if recorded["fingerprint"] != current["fingerprint"]:
         raise ConfigError(
             f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
@@ -168,6 +167,12 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
         log.info("the checkpoint keeps its state layout (session_slots %d; configured %d applies to new "
                  "checkpoints)", current.get("session_slots", 0), slots)
     return current
+
+
+def layout_slots(recorded: dict[str, Any] | None, configured: int) -> int:
+    """The slots per bucket a checkpoint's state uses: those pinned in its ``recorded`` fingerprint (absent: 0,
+    one entry per session), or ``configured`` for a new checkpoint (nothing recorded yet)."""
+    return configured if recorded is None else int(recorded.get("session_slots", 0))
 
 
 def _layout(pinned: dict[str, Any]) -> str:

@@ -92,23 +92,25 @@ class SessionSlots:
 
     def __init__(self, state: MapState, slots: int, timeout_ms: int) -> None:
         self.state, self.slots, self.timeout_ms = state, slots, timeout_ms
+        self._slot: dict[str, int] = {}  # the slot of each session of the last read
         self._read: dict[int, dict[str, SlotEntry]] = {}  # the slots of the last read, timed-out sessions dropped
         self._found: set[int] = set()  # those of them the store holds
 
     def read(self, sessions: Sequence[str], now_ms: int) -> dict[str, Stored]:
-        keys = sorted({slot_of(s, self.slots) for s in sessions})
+        self._slot = {s: slot_of(s, self.slots) for s in sessions}
+        keys = sorted(set(self._slot.values()))
         found = read_states(self.state, [(k,) for k in keys])
         live_after = now_ms - self.timeout_ms
         self._read = {key: {} for key in keys}
         self._found = {key for (key,) in found}
         for (key,), (blob,) in found.items():
             self._read[key] = {s: entry for s, entry in _SLOT_DECODER.decode(blob).items() if entry[2] > live_after}
-        return {s: entry[:2] for s in sessions if (entry := self._read[slot_of(s, self.slots)].get(s))}
+        return {s: entry[:2] for s, key in self._slot.items() if (entry := self._read[key].get(s))}
 
     def write(self, changes: Mapping[str, Stored | None], now_ms: int) -> None:
         touched: set[int] = set()
         for session, stored in changes.items():
-            key = slot_of(session, self.slots)
+            key = self._slot[session]
             touched.add(key)
             if stored is None:
                 self._read[key].pop(session, None)
@@ -117,4 +119,4 @@ class SessionSlots:
         updates = [((key,), (_SLOT_ENCODER.encode(self._read[key]),)) for key in sorted(touched) if self._read[key]]
         removals = [(key,) for key in sorted(touched & self._found) if not self._read[key]]
         write_states(self.state, updates, removals)
-        self._read, self._found = {}, set()
+        self._slot, self._read, self._found = {}, {}, set()
