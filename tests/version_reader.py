@@ -11,6 +11,7 @@ import threading
 
 import pyarrow as pa
 
+from streamwarden.failures import ConfigError
 from streamwarden.tables.committed import Runs
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.reading import dataset
@@ -68,7 +69,10 @@ class VersionReader:
     def _loop(self) -> None:
         while True:
             stopping = self._stop.is_set()  # one last pass after the stop: every version is read
-            latest = self.location.open().version() if self.location.exists() else -1
+            try:
+                latest = self.location.open().version() if self.location.exists() else -1
+            except ConfigError:  # the table's folder can appear a moment before its first commit
+                latest = -1
             for version in range(self.checked[-1] + 1 if self.checked else 0, latest + 1):
                 self._check(version)
             if stopping:
