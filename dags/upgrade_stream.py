@@ -15,8 +15,8 @@ only. Details, the release file and the limits: `docs/upgrade.md`.
    folder, known settings, none a release may not change, valid values); a bad one fails here, naming it.
 2. **check_compatibility**: the release's session handler loads and keeps the checkpoint's *state layout* (its
    fingerprint equals `<checkpoint>/streamwarden_handler.json`: handler name, `state_version`, `state_schema`,
-   `session_buckets`, the checkpoint's `session_slots`); the columns it would write to `session_rows`,
-   compared by name with the table's: an added nullable column is allowed (Delta schema evolution), a
+   the checkpoint's `session_buckets` unless set, and its `session_slots`); the columns it would write to
+   `session_rows`, compared by name with the table's: an added nullable column is allowed (Delta schema evolution), a
    dropped, retyped or not-nullable one is refused with the column and why; settings pinned by the checkpoint
    or the tables are refused.
 3. **stop_if_dry_run**: with `dry_run` (the default) the run stops here; only **report_and_alert** follows.

@@ -167,3 +167,10 @@ def test_state_partitions_are_one_per_core_of_a_local_master_unless_set() -> Non
     assert Settings(spark_master="local[3]", shuffle_partitions=5).state_partitions == 5
     conf = spark_conf(Settings(spark_master="local[3]"))
     assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == "3"
+
+
+def test_a_new_checkpoints_session_buckets_are_eight_per_state_partition_unless_set() -> None:
+    assert Settings(spark_master="local[2]").state_buckets == 16
+    assert Settings(spark_master="spark://127.0.0.1:7077").state_buckets == 64
+    assert Settings(spark_master="local[2]", shuffle_partitions=3).state_buckets == 24
+    assert Settings(spark_master="local[2]", session_buckets=5).state_buckets == 5

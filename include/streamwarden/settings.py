@@ -159,9 +159,10 @@ class Settings(BaseSettings):
     lateness: float = Field(300.0, description="fuzzy tier: how far behind its session's event time an event may be.")
     session_timeout: float = Field(3600.0, description="Release the state of a session silent this long.")
     max_message_bytes: int = Field(1024 * 1024, gt=0, description="Larger values are dead letters (oversized).")
-    session_buckets: int = Field(
-        64, gt=0, le=65536,
-        description="Sessions are hashed into this many groups per micro-batch (fixed once a checkpoint exists).",
+    session_buckets: int | None = Field(
+        None, gt=0, le=65536,
+        description="Sessions are hashed into this many groups per micro-batch, the stateful function's calls, in a "
+        "new checkpoint (unset: 8 per state partition); a checkpoint keeps the number it started with.",
     )
     session_slots: int = Field(
         64, ge=0, le=65536,
@@ -279,6 +280,15 @@ class Settings(BaseSettings):
         if self.shuffle_partitions is not None:
             return self.shuffle_partitions
         return self._local_cores or 8
+
+    @property
+    def state_buckets(self) -> int:
+        """The session buckets of a new checkpoint: ``session_buckets``, or when unset 8 per state partition. A
+        batch pays ~2 ms of round trips to the state server per bucket it touches, and a partition's buckets are
+        its calls of the stateful function: 64 buckets on 2 partitions made a trickle batch 80 ms slower than 16,
+        at the same throughput (docs/benchmarks.md). A checkpoint keeps the number it started with (pinned with
+        the handler, :func:`~streamwarden.stream.sessions.handler.pin_handler`)."""
+        return self.session_buckets if self.session_buckets is not None else 8 * self.state_partitions
 
     @property
     def _local_cores(self) -> int | None:

@@ -28,7 +28,13 @@ from sessions_fixtures import (
 
 from streamwarden.failures import ConfigError, IntegrityError, MalformedDataError
 from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMeta, SessionPolicy, process_session
-from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint, load_handler, pin_handler
+from streamwarden.stream.sessions.handler import (
+    HANDLER_FILE,
+    fingerprint,
+    layout_buckets,
+    load_handler,
+    pin_handler,
+)
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.wire import EndEvent, Row, SnapshotEvent, encode
 
@@ -172,6 +178,14 @@ def test_a_checkpoint_keeps_the_session_slots_it_started_with(tmp_path: Any) -> 
     pin_handler(legacy, HANDLER, 64, 0)  # as every checkpoint before slots: one entry per session
     assert "session_slots" not in pin_handler(legacy, HANDLER, 64, 16)
     assert json.loads((legacy / HANDLER_FILE).read_text())["fingerprint"] == "c0ab9bb64f31c91c"
+
+
+def test_an_unset_bucket_count_takes_the_checkpoints_own(tmp_path: Any) -> None:
+    assert layout_buckets(None, None, 16) == 16  # a new checkpoint: the settings' default
+    pinned = pin_handler(tmp_path, HANDLER, 64)  # a checkpoint started with 64 (the default before 2026-11-25)
+    assert layout_buckets(pinned, None, 16) == 64
+    assert pin_handler(tmp_path, HANDLER, layout_buckets(pinned, None, 16)) == pinned
+    assert layout_buckets(pinned, 8, 16) == 8  # set: taken as set, and refused by pin_handler (above)
 
 
 @pytest.mark.parametrize(("path", "says"), [

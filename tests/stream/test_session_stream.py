@@ -278,13 +278,14 @@ def test_session_timeout_releases_the_state_of_a_silent_session(
     assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
 
 
-def test_a_checkpoint_keeps_its_state_partitions_and_layout_when_the_settings_change(
+def test_a_checkpoint_keeps_its_state_partitions_buckets_and_layout_when_the_settings_change(
     broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
 ) -> None:
     # the defaults are one state partition per core, sessions in slots and changelog checkpoints of the state:
     # an upgraded job (its checkpoint one entry per session, snapshots only), or one moved to another machine,
     # must still find every session's state where the checkpoint put it (Spark restores the partitions from
-    # the offset log and reads either kind of state checkpoint; the slots are pinned with the handler)
+    # the offset log and reads either kind of state checkpoint; the buckets and slots are pinned with the
+    # handler: with the buckets unset, the 16 of 2 partitions would misplace the updates, a strict failure)
     (topic,) = topic_factory(1, partitions=2)
     sessions = [f"S{i}" for i in range(24)]
     first = [good(snapshot(s, 0, {"r1": {"qty": i}})) for i, s in enumerate(sessions)]
@@ -292,14 +293,15 @@ def test_a_checkpoint_keeps_its_state_partitions_and_layout_when_the_settings_ch
     placed = set(produce_messages(broker.bootstrap_servers, topic, first))
     snapshots_only = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false"}
     job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", shuffle_partitions="3",
-                      session_slots="0", spark_conf=json.dumps(snapshots_only))
+                      session_buckets="5", session_slots="0", spark_conf=json.dumps(snapshots_only))
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the snapshots")
     assert job.stop() == 0, job.log_tail()
 
     placed |= set(produce_messages(broker.bootstrap_servers, topic, then))
     job.env["STREAMWARDEN_SHUFFLE_PARTITIONS"] = "2"
-    del job.env["STREAMWARDEN_SESSION_SLOTS"], job.env["STREAMWARDEN_SPARK_CONF"]
+    del job.env["STREAMWARDEN_SESSION_BUCKETS"], job.env["STREAMWARDEN_SESSION_SLOTS"]
+    del job.env["STREAMWARDEN_SPARK_CONF"]
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the updates")
     assert job.stop() == 0, job.log_tail()
@@ -309,7 +311,8 @@ def test_a_checkpoint_keeps_its_state_partitions_and_layout_when_the_settings_ch
     assert sorted(p.name for p in state.iterdir() if p.name.isdigit()) == ["0", "1", "2"]
     kinds = {p.suffix for p in state.rglob("*") if p.suffix in {".zip", ".changelog"}}
     assert kinds == {".zip", ".changelog"}  # snapshots of the first run, changelogs of the second
-    assert "session_slots" not in json.loads((job.settings.checkpoint_location / HANDLER_FILE).read_text())
+    pinned = json.loads((job.settings.checkpoint_location / HANDLER_FILE).read_text())
+    assert pinned["session_buckets"] == 5 and "session_slots" not in pinned
 
 
 def test_a_session_silent_past_the_timeout_is_released_from_a_slot_its_neighbour_keeps_alive(

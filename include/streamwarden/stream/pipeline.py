@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
@@ -10,11 +11,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from streamwarden.atomic import read_json
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
 from streamwarden.stream.batch_writer import BatchWrite, DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
 from streamwarden.stream.sessions.engine import SessionPolicy
-from streamwarden.stream.sessions.handler import load_checked_handler, pin_handler
+from streamwarden.stream.sessions.handler import HANDLER_FILE, layout_buckets, load_checked_handler, pin_handler
 from streamwarden.stream.sessions.packing import (
     INPUT_COLUMNS,
     PACKED_INPUT_SCHEMA,
@@ -35,8 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-def source_options(settings: Settings) -> dict[str, str]:
-    """Options for the Kafka source (same names for the Python source and Spark's JVM connector)."""
+def source_options(settings: Settings, buckets: int = 0) -> dict[str, str]:
+    """Options for the Kafka source (same names for the Python source and Spark's JVM connector); the Python
+    source packs the records into ``buckets`` session buckets (0: one row per record)."""
     options = {f"kafka.{k}": v for k, v in settings.kafka_client_config().items()}
     options.update({
         "subscribePattern": settings.topic_pattern,
@@ -55,17 +58,17 @@ def source_options(settings: Settings) -> dict[str, str]:
             "initialOffsetsPath": str(settings.checkpoint_location / INITIAL_OFFSETS_FILE),
             "readTimeout": str(settings.read_timeout),
             "maxReadTasks": str(settings.read_tasks),
-            "packSessionBuckets": str(settings.session_buckets if settings.pipeline == "sessions" else 0),
+            "packSessionBuckets": str(buckets),
         })
     return options
 
 
-def kafka_frame(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The raw Kafka records as a streaming DataFrame."""
+def kafka_frame(spark: SparkSession, settings: Settings, buckets: int = 0) -> DataFrame:
+    """The raw Kafka records as a streaming DataFrame (packed into ``buckets`` by the Python source)."""
     if settings.source_impl == "python":
         spark.dataSource.register(KafkaDataSource)
     source = "kafka" if settings.source_impl == "jvm" else SOURCE_NAME
-    return spark.readStream.format(source).options(**source_options(settings)).load()
+    return spark.readStream.format(source).options(**source_options(settings, buckets)).load()
 
 
 def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
@@ -75,15 +78,26 @@ def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
         .alias(column.name) for column in FOLDER_COLUMNS.values()))
 
 
-def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]], int]:
-    """The configured handler's output columns and the checkpoint's slots per bucket (its state layout), once
-    the handler's fingerprint is pinned to the checkpoint."""
+@dataclass(frozen=True)
+class StateLayout:
+    """Where the checkpoint keeps each session's state: its buckets, and slots per bucket (0: one entry per
+    session)."""
+
+    buckets: int
+    slots: int
+
+
+def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]], StateLayout]:
+    """The configured handler's output columns and the checkpoint's state layout, once the handler's fingerprint
+    is pinned to the checkpoint (an existing checkpoint keeps its layout, a new one takes the settings')."""
     handler, columns = load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
-    pinned = pin_handler(settings.checkpoint_location, handler, settings.session_buckets, settings.session_slots)
-    return columns, pinned.get("session_slots", 0)
+    recorded = read_json(settings.checkpoint_location / HANDLER_FILE)
+    buckets = layout_buckets(recorded, settings.session_buckets, settings.state_buckets)
+    pinned = pin_handler(settings.checkpoint_location, handler, buckets, settings.session_slots)
+    return columns, StateLayout(buckets, pinned.get("session_slots", 0))
 
 
-def session_frame(raw: DataFrame, settings: Settings, slots: int) -> DataFrame:
+def session_frame(raw: DataFrame, settings: Settings, layout: StateLayout) -> DataFrame:
     """Group records by session id (the Kafka key) into buckets and run the session handler over each session.
 
     Records cross the shuffle and the operator packed per bucket, and its output leaves packed per kind
@@ -94,13 +108,13 @@ def session_frame(raw: DataFrame, settings: Settings, slots: int) -> DataFrame:
         policy=SessionPolicy(settings.integrity_tier, settings.on_gap, settings.malformed_policy, settings.lateness,
                              settings.max_message_bytes),
         session_timeout_ms=int(settings.session_timeout * 1000),
-        session_slots=slots,
+        session_slots=layout.slots,
     )
     packed = raw  # the Python source packs where it reads
     if settings.source_impl == "jvm":
         session = F.coalesce(F.col("key").cast("string"), F.lit(""))
         keyed = raw.select(*INPUT_COLUMNS, session.alias(SESSION_KEY),
-                           F.pmod(F.xxhash64(session), F.lit(settings.session_buckets)).alias(SESSION_BUCKET))
+                           F.pmod(F.xxhash64(session), F.lit(layout.buckets)).alias(SESSION_BUCKET))
         packed = keyed.mapInArrow(pack_by_bucket, PACKED_INPUT_SCHEMA)
     return packed.groupBy(SESSION_BUCKET).transformWithStateInPandas(
         statefulProcessor=SessionProcessor(config),
@@ -135,9 +149,12 @@ def _tables(settings: Settings, frame: DataFrame,
 
 def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
     """Start the stream; the commit protocols recover any interrupted commit first."""
-    raw = kafka_frame(spark, settings)
-    columns, slots = pinned_handler(settings) if settings.pipeline == "sessions" else ([], 0)
-    frame = raw if settings.pipeline == "records" else session_frame(raw, settings, slots)
+    if settings.pipeline == "records":
+        columns: Sequence[tuple[str, ColumnType]] = []
+        frame = kafka_frame(spark, settings)
+    else:
+        columns, layout = pinned_handler(settings)
+        frame = session_frame(kafka_frame(spark, settings, layout.buckets), settings, layout)
     sinks, write = _tables(settings, frame, columns)
     writer = DeltaBatchWriter(sinks, write, settings.checkpoint_location)
     return (

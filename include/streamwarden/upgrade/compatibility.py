@@ -3,8 +3,8 @@
 1. **Settings**: none that a release may not change differs (:data:`~.release.PINNED`, and the ``spark_conf``
    keys the state depends on).
 2. **State layout**: the release's session handler loads, its output columns are valid, and its fingerprint
-   (handler name, ``state_version``, ``state_schema``, ``session_buckets``, and the checkpoint's own
-   ``session_slots``) equals the one pinned in
+   (handler name, ``state_version``, ``state_schema``, and the checkpoint's own ``session_buckets`` -- unless
+   set -- and ``session_slots``) equals the one pinned in
    ``<checkpoint>/streamwarden_handler.json``: the state in the checkpoint was written in that layout, and the
    job refuses another one at start (CONFIG). A new handler class keeps the layout by declaring the old
    ``handler_name`` with the same ``state_version`` and ``state_schema``.
@@ -28,7 +28,13 @@ from streamwarden.atomic import read_json
 from streamwarden.failures import ConfigError
 from streamwarden.secrets import redact
 from streamwarden.settings import SECRET_FIELDS, Settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint, layout_slots, load_checked_handler
+from streamwarden.stream.sessions.handler import (
+    HANDLER_FILE,
+    fingerprint,
+    layout_buckets,
+    layout_slots,
+    load_checked_handler,
+)
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.upgrade.release import PINNED, PINNED_SPARK_CONF
 from streamwarden.wire import ColumnType, TableSchema
@@ -166,7 +172,8 @@ def _state(current: Settings, new: Settings, refusals: list[str]) -> tuple[dict[
         refusals.append(f"the release's session handler: {exc.message}")
         return {"verdict": "the release's handler does not load"}, []
     recorded = read_json(current.checkpoint_location / HANDLER_FILE)
-    configured = fingerprint(handler, new.session_buckets, layout_slots(recorded, new.session_slots))
+    configured = fingerprint(handler, layout_buckets(recorded, new.session_buckets, new.state_buckets),
+                             layout_slots(recorded, new.session_slots))
     state: dict[str, Any] = {"recorded": recorded, "configured": configured}
     if recorded is None:
         state["verdict"] = "no state pinned yet (a new checkpoint): any handler"

@@ -29,7 +29,8 @@ in ``session_rows`` or ``quarantine``), a handler should emit at least one row p
 Select a handler with ``STREAMWARDEN_SESSION_HANDLER=package.module:ClassName``. Its *fingerprint*
 (class, ``state_version``, ``state_schema``, and the job's ``session_buckets`` and ``session_slots``,
 which decide where each session's state lives) is recorded next to the checkpoint on first start; a later
-start with a different fingerprint is refused (CONFIG) before any batch runs, instead of crashing on
+start takes the checkpoint's own buckets and slots unless ``session_buckets`` is set, and one with a different
+fingerprint is refused (CONFIG) before any batch runs, instead of crashing on
 undecodable or misplaced state mid-batch. Bump ``state_version`` whenever the state encoding changes. A
 handler class may declare ``handler_name = "..."`` to keep its fingerprint when it moves to another module.
 """
@@ -167,6 +168,15 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
         log.info("the checkpoint keeps its state layout (session_slots %d; configured %d applies to new "
                  "checkpoints)", current.get("session_slots", 0), slots)
     return current
+
+
+def layout_buckets(recorded: dict[str, Any] | None, configured: int | None, new: int) -> int:
+    """The session buckets of a checkpoint's state: ``configured`` when set (:func:`pin_handler` refuses one the
+    checkpoint was not started with), else those pinned in its ``recorded`` fingerprint, else ``new`` (a new
+    checkpoint)."""
+    if configured is not None:
+        return configured
+    return new if recorded is None else int(recorded.get("session_buckets", new))
 
 
 def layout_slots(recorded: dict[str, Any] | None, configured: int) -> int:
