@@ -284,10 +284,11 @@ class Settings(BaseSettings):
     @property
     def state_buckets(self) -> int:
         """The session buckets of a new checkpoint: ``session_buckets``, or when unset 8 per state partition. A
-        batch pays ~2 ms of round trips to the state server per bucket it touches, and a partition's buckets are
-        its calls of the stateful function: 64 buckets on 2 partitions made a trickle batch 80 ms slower than 16,
-        at the same throughput (docs/benchmarks.md). A checkpoint keeps the number it started with (pinned with
-        the handler, :func:`~streamwarden.stream.sessions.handler.pin_handler`)."""
+        batch pays a few round trips to the state server and two pandas frames per bucket it touches (a
+        partition's buckets are its calls of the stateful function): on 2 partitions a trickle batch took
+        0.52-0.53 s with 16 buckets and 0.59-0.73 s with 64, at the same throughput (docs/benchmarks.md). A
+        checkpoint keeps the number it started with (pinned with the handler,
+        :func:`~streamwarden.stream.sessions.handler.pin_handler`)."""
         return self.session_buckets if self.session_buckets is not None else 8 * self.state_partitions
 
     @property
