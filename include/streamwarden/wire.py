@@ -273,7 +273,6 @@ class Decoder:
 
     def __init__(self, schema: TableSchema, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.schema, self.max_bytes = schema, max_bytes
-        self._names = schema.names
         values = msgspec.defstruct(  # fields c0, c1, ... renamed to the columns: any column name is safe
             "Values", [(f"c{i}", _TYPED_COLUMNS[type_] | None | msgspec.UnsetType, msgspec.UNSET)
                        for i, (_, type_) in enumerate(schema.columns)],
@@ -281,7 +280,7 @@ class Decoder:
         row = msgspec.defstruct("Row", [("row_id", str), ("values", values)])
         header = [("session_id", Annotated[str, msgspec.Meta(min_length=1)]),
                   ("seq", Annotated[int, msgspec.Meta(ge=0, le=_LONG_MAX)]), ("ts", str)]
-        self._timestamps = [i for i, (_, type_) in enumerate(schema.columns) if type_ == "timestamp"]
+        self._timestamps = [name for name, type_ in schema.columns if type_ == "timestamp"]
         self._snapshot = msgspec.defstruct("snapshot", [*header, ("rows", list[row]),  # type: ignore[valid-type]
                                                         ("restart_request", str | None, None)], tag=True,
                                            tag_field="type")
@@ -320,11 +319,11 @@ class Decoder:
         return EndEvent(message.session_id, message.seq, ts)
 
     def _values(self, struct: Any) -> dict[str, Value]:
-        found = msgspec.structs.astuple(struct)
-        for index in self._timestamps:
-            if isinstance(found[index], str):
-                _timestamp(found[index], "")
-        return {name: value for name, value in zip(self._names, found, strict=True) if value is not msgspec.UNSET}
+        found: dict[str, Value] = msgspec.to_builtins(struct)  # renamed, unset columns left out: 1/4 of a dict comp
+        for name in self._timestamps:
+            if isinstance(found.get(name), str):
+                _timestamp(found[name], "")  # type: ignore[arg-type]
+        return found
 
 
 @functools.lru_cache(maxsize=8)

@@ -176,7 +176,7 @@ def process_session(
         else:
             boundary = _boundary(result.meta, event)
             result.state, rows = handler.on_event(result.state, event)
-            result.rows.extend(AppliedRow(record, event, row, boundary) for row in rows)
+            result.rows.extend([AppliedRow(record, event, row, boundary) for row in rows])
             _advance(result.meta, event, record)
             if watermark is None or event.ts > watermark:
                 watermark = event.ts
@@ -204,13 +204,12 @@ def _refusal(meta: SessionMeta, watermark: datetime | None, event: SessionEvent,
              policy: SessionPolicy) -> tuple[str, str] | None:
     """Why ``event`` must not be applied (a dead letter), ``None`` to apply; raises when the job must stop.
     ``watermark``: the latest event time applied to the session (``meta.max_event_time``, parsed)."""
-    where: dict[str, Any] = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
-    moved = meta.partition is not None and (meta.topic, meta.partition) != (record.topic, record.partition)
+    moved = meta.partition is not None and (meta.partition != record.partition or meta.topic != record.topic)
     if moved and policy.tier == "strict":
         raise IntegrityError(
             f"session {event.session_id} seen in two topic-partitions: {meta.topic}[{meta.partition}] and "
             f"{record.topic}[{record.partition}] (its producer must key every message by session id)",
-            details={"session_id": event.session_id, "first": [meta.topic, meta.partition]}, **where)
+            details={"session_id": event.session_id, "first": [meta.topic, meta.partition]}, **_where(record))
     if policy.tier == "none":
         return None
     if policy.tier == "fuzzy":
@@ -220,11 +219,16 @@ def _refusal(meta: SessionMeta, watermark: datetime | None, event: SessionEvent,
                 return DeadReason.LATE_EVENT, (f"event time {event.ts.isoformat()} is {behind:.0f}s behind the "
                                                f"session's watermark (lateness bound {policy.lateness_s:.0f}s)")
         return None
-    return _strict_refusal(meta, event, record, policy, where)
+    return _strict_refusal(meta, event, record, policy)
 
 
-def _strict_refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord, policy: SessionPolicy,
-                    where: dict[str, Any]) -> tuple[str, str] | None:
+def _where(record: RawRecord) -> dict[str, Any]:
+    """Where a record is, as a classified failure names it."""
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset}
+
+
+def _strict_refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord,
+                    policy: SessionPolicy) -> tuple[str, str] | None:
     snapshot = isinstance(event, SnapshotEvent)
     if meta.resync_since is not None:
         if snapshot:
@@ -247,7 +251,8 @@ def _strict_refusal(meta: SessionMeta, event: SessionEvent, record: RawRecord, p
                f"at {record.topic}[{record.partition}]@{record.offset}")
     if policy.on_gap == "fail":
         raise IntegrityError(message, details={"session_id": event.session_id, "reason": reason.value,
-                                               "expected_seq": expected, "seen_seq": event.seq}, **where)
+                                               "expected_seq": expected, "seen_seq": event.seq},
+                             **_where(record))
     meta.resync_since = {"offset": record.offset, "seq": event.seq, "expected_seq": expected, "reason": reason}
     return reason, f"{message}; session quarantined until its next snapshot"
 

@@ -117,7 +117,7 @@ class SessionProcessor(StatefulProcessor):
         columns: list[list[Any]] = [
             [r.topic for r in records], [r.partition for r in records], [r.offset for r in records],
             [e.session_id for e in events], [e.seq for e in events], [e.ts for e in events],
-            [None if a.boundary is None else a.boundary.value for a in applied],
+            [a.boundary for a in applied],  # a StrEnum is a str to Arrow
             [a.restart_request for a in applied],
             *([row.get(name) for row in rows] for name in self.handler_columns)]
         return pa.RecordBatch.from_arrays([_array(column, field.type) for column, field in
