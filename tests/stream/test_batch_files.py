@@ -22,13 +22,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from streamwarden.failures import IntegrityError
 from streamwarden.stream.batch_writer import DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
 from streamwarden.stream.ipc import to_ipc
-from streamwarden.stream.pipeline import with_folder_columns
+from streamwarden.stream.pipeline import StateLayout, bucket_label, with_folder_columns
 from streamwarden.stream.sessions.packing import (
     PACKED_OUTPUT_SCHEMA,
     SESSION_BUCKET,
     pack_by_bucket,
     session_bucket,
     unpack_records,
+    with_session_buckets,
 )
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema
 from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, HIVE_NULL, excluding, folder_runs, with_folder_schema
@@ -192,3 +193,13 @@ def test_the_sources_session_buckets_are_sparks_bit_for_bit(spark: SparkSession)
     for buckets in (1, 7, 64, 1000):
         spark_buckets = [row[0] for row in frame.select(F.pmod(F.xxhash64(session), F.lit(buckets))).collect()]
         assert [session_bucket(k, buckets) for k in keys] == spark_buckets
+    records = pa.RecordBatch.from_pydict({"topic": ["t"] * len(keys), "partition": [0] * len(keys),
+                                          "offset": list(range(len(keys))), "key": keys, "value": keys,
+                                          "timestamp": [None] * len(keys)},
+                                         schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()),
+                                                           ("offset", pa.int64()), ("key", pa.binary()),
+                                                           ("value", pa.binary()), ("timestamp", pa.timestamp("us"))]))
+    for layout in (StateLayout(7, 0), StateLayout(16, 0, 2), StateLayout(64, 64, 8)):  # numbers; labels
+        spark_labels = [row[0] for row in frame.select(bucket_label(session, layout)).collect()]
+        assert with_session_buckets(records, layout.labels).column(SESSION_BUCKET).to_pylist() == spark_labels
+        assert set(spark_labels) <= set(layout.labels) and len(set(spark_labels)) == layout.buckets

@@ -32,6 +32,7 @@ from streamwarden.stream.sessions.handler import (
     HANDLER_FILE,
     fingerprint,
     layout_buckets,
+    layout_partitions,
     load_handler,
     pin_handler,
 )
@@ -178,6 +179,18 @@ def test_a_checkpoint_keeps_the_session_slots_it_started_with(tmp_path: Any) -> 
     pin_handler(legacy, HANDLER, 64, 0)  # as every checkpoint before slots: one entry per session
     assert "session_slots" not in pin_handler(legacy, HANDLER, 64, 16)
     assert json.loads((legacy / HANDLER_FILE).read_text())["fingerprint"] == "c0ab9bb64f31c91c"
+
+
+def test_a_checkpoint_keeps_the_partitions_its_bucket_labels_were_balanced_for(tmp_path: Any) -> None:
+    new, legacy = tmp_path / "new", tmp_path / "legacy"
+    new.mkdir(), legacy.mkdir()
+    pinned = pin_handler(new, HANDLER, 16, 64, 2)
+    assert pinned["bucket_partitions"] == 2 and layout_partitions(pinned, 8) == 2
+    assert pin_handler(new, HANDLER, 16, 64, 8) == pinned  # a later start on more cores: the same labels
+    pin_handler(legacy, HANDLER, 64, 0, 0)  # as every checkpoint before labels: the bucket numbers
+    assert "bucket_partitions" not in pin_handler(legacy, HANDLER, 64, 0, 2)
+    assert json.loads((legacy / HANDLER_FILE).read_text())["fingerprint"] == "c0ab9bb64f31c91c"
+    assert layout_partitions(None, 2) == 2  # a new checkpoint: the settings' partitions
 
 
 def test_an_unset_bucket_count_takes_the_checkpoints_own(tmp_path: Any) -> None:

@@ -284,8 +284,9 @@ def test_a_checkpoint_keeps_its_state_partitions_buckets_and_layout_when_the_set
     # the defaults are one state partition per core, sessions in slots and changelog checkpoints of the state:
     # an upgraded job (its checkpoint one entry per session, snapshots only), or one moved to another machine,
     # must still find every session's state where the checkpoint put it (Spark restores the partitions from
-    # the offset log and reads either kind of state checkpoint; the buckets and slots are pinned with the
-    # handler: with the buckets unset, the 16 of 2 partitions would misplace the updates, a strict failure)
+    # the offset log and reads either kind of state checkpoint; the buckets, slots and bucket labels are pinned
+    # with the handler: with the buckets unset, the 16 of 2 partitions would misplace the updates, and so would
+    # labels balanced for 2 partitions instead of 3, a strict failure)
     (topic,) = topic_factory(1, partitions=2)
     sessions = [f"S{i}" for i in range(24)]
     first = [good(snapshot(s, 0, {"r1": {"qty": i}})) for i, s in enumerate(sessions)]
@@ -313,6 +314,7 @@ def test_a_checkpoint_keeps_its_state_partitions_buckets_and_layout_when_the_set
     assert kinds == {".zip", ".changelog"}  # snapshots of the first run, changelogs of the second
     pinned = json.loads((job.settings.checkpoint_location / HANDLER_FILE).read_text())
     assert pinned["session_buckets"] == 5 and "session_slots" not in pinned
+    assert pinned["bucket_partitions"] == 3  # the labels balanced for the partitions Spark restored
 
 
 def test_a_session_silent_past_the_timeout_is_released_from_a_slot_its_neighbour_keeps_alive(

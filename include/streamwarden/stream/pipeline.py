@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -15,6 +15,7 @@ from streamwarden.atomic import read_json
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.settings import Settings
 from streamwarden.stream.batch_writer import BatchWrite, DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
+from streamwarden.stream.sessions.buckets import bucket_labels
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.handler import HANDLER_FILE, layout_buckets, load_checked_handler, pin_handler
 from streamwarden.stream.sessions.packing import (
@@ -37,9 +38,24 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-def source_options(settings: Settings, buckets: int = 0) -> dict[str, str]:
+@dataclass(frozen=True)
+class StateLayout:
+    """Where the checkpoint keeps each session's state: its buckets, slots per bucket (0: one entry per
+    session), and the state partitions the buckets' labels are balanced for (0: their numbers, :mod:`.buckets`)."""
+
+    buckets: int
+    slots: int
+    partitions: int = 0
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        """The grouping key of each bucket."""
+        return bucket_labels(self.buckets, self.partitions)
+
+
+def source_options(settings: Settings, layout: StateLayout | None = None) -> dict[str, str]:
     """Options for the Kafka source (same names for the Python source and Spark's JVM connector); the Python
-    source packs the records into ``buckets`` session buckets (0: one row per record)."""
+    source packs the records into the ``layout``'s session buckets (none: one row per record)."""
     options = {f"kafka.{k}": v for k, v in settings.kafka_client_config().items()}
     options.update({
         "subscribePattern": settings.topic_pattern,
@@ -58,17 +74,19 @@ def source_options(settings: Settings, buckets: int = 0) -> dict[str, str]:
             "initialOffsetsPath": str(settings.checkpoint_location / INITIAL_OFFSETS_FILE),
             "readTimeout": str(settings.read_timeout),
             "maxReadTasks": str(settings.read_tasks),
-            "packSessionBuckets": str(buckets),
+            "packSessionBuckets": str(layout.buckets if layout else 0),
+            "bucketPartitions": str(layout.partitions if layout else 0),
         })
     return options
 
 
-def kafka_frame(spark: SparkSession, settings: Settings, buckets: int = 0) -> DataFrame:
-    """The raw Kafka records as a streaming DataFrame (packed into ``buckets`` by the Python source)."""
+def kafka_frame(spark: SparkSession, settings: Settings, layout: StateLayout | None = None) -> DataFrame:
+    """The raw Kafka records as a streaming DataFrame (packed into the ``layout``'s buckets by the Python
+    source)."""
     if settings.source_impl == "python":
         spark.dataSource.register(KafkaDataSource)
     source = "kafka" if settings.source_impl == "jvm" else SOURCE_NAME
-    return spark.readStream.format(source).options(**source_options(settings, buckets)).load()
+    return spark.readStream.format(source).options(**source_options(settings, layout)).load()
 
 
 def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
@@ -78,23 +96,23 @@ def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
         .alias(column.name) for column in FOLDER_COLUMNS.values()))
 
 
-@dataclass(frozen=True)
-class StateLayout:
-    """Where the checkpoint keeps each session's state: its buckets, and slots per bucket (0: one entry per
-    session)."""
-
-    buckets: int
-    slots: int
-
-
 def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]], StateLayout]:
     """The configured handler's output columns and the checkpoint's state layout, once the handler's fingerprint
     is pinned to the checkpoint (an existing checkpoint keeps its layout, a new one takes the settings')."""
     handler, columns = load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
     recorded = read_json(settings.checkpoint_location / HANDLER_FILE)
     buckets = layout_buckets(recorded, settings.session_buckets, settings.state_buckets)
-    pinned = pin_handler(settings.checkpoint_location, handler, buckets, settings.session_slots)
-    return columns, StateLayout(buckets, pinned.get("session_slots", 0))
+    pinned = pin_handler(settings.checkpoint_location, handler, buckets, settings.session_slots,
+                         settings.state_partitions)
+    return columns, StateLayout(buckets, pinned.get("session_slots", 0), pinned.get("bucket_partitions", 0))
+
+
+def bucket_label(session: Column, layout: StateLayout) -> Column:
+    """The label of a session's bucket, computed by Spark (the Python source's
+    :func:`~streamwarden.stream.sessions.packing.with_session_buckets`, bit for bit)."""
+    bucket = F.pmod(F.xxhash64(session), F.lit(layout.buckets))
+    labels = F.array(*(F.lit(label).cast("long") for label in layout.labels))
+    return F.element_at(labels, (bucket + 1).cast("int"))
 
 
 def session_frame(raw: DataFrame, settings: Settings, layout: StateLayout) -> DataFrame:
@@ -114,7 +132,7 @@ def session_frame(raw: DataFrame, settings: Settings, layout: StateLayout) -> Da
     if settings.source_impl == "jvm":
         session = F.coalesce(F.col("key").cast("string"), F.lit(""))
         keyed = raw.select(*INPUT_COLUMNS, session.alias(SESSION_KEY),
-                           F.pmod(F.xxhash64(session), F.lit(layout.buckets)).alias(SESSION_BUCKET))
+                           bucket_label(session, layout).alias(SESSION_BUCKET))
         packed = keyed.mapInArrow(pack_by_bucket, PACKED_INPUT_SCHEMA)
     return packed.groupBy(SESSION_BUCKET).transformWithStateInPandas(
         statefulProcessor=SessionProcessor(config),
@@ -154,7 +172,7 @@ def start_query(spark: SparkSession, settings: Settings) -> StreamingQuery:
         frame = kafka_frame(spark, settings)
     else:
         columns, layout = pinned_handler(settings)
-        frame = session_frame(kafka_frame(spark, settings, layout.buckets), settings, layout)
+        frame = session_frame(kafka_frame(spark, settings, layout), settings, layout)
     sinks, write = _tables(settings, frame, columns)
     writer = DeltaBatchWriter(sinks, write, settings.checkpoint_location)
     return (

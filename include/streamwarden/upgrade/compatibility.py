@@ -32,6 +32,7 @@ from streamwarden.stream.sessions.handler import (
     HANDLER_FILE,
     fingerprint,
     layout_buckets,
+    layout_partitions,
     layout_slots,
     load_checked_handler,
 )
@@ -173,7 +174,8 @@ def _state(current: Settings, new: Settings, refusals: list[str]) -> tuple[dict[
         return {"verdict": "the release's handler does not load"}, []
     recorded = read_json(current.checkpoint_location / HANDLER_FILE)
     configured = fingerprint(handler, layout_buckets(recorded, new.session_buckets, new.state_buckets),
-                             layout_slots(recorded, new.session_slots))
+                             layout_slots(recorded, new.session_slots),
+                             layout_partitions(recorded, new.state_partitions))
     state: dict[str, Any] = {"recorded": recorded, "configured": configured}
     if recorded is None:
         state["verdict"] = "no state pinned yet (a new checkpoint): any handler"

@@ -27,12 +27,13 @@ event releases the state after ``on_event``. To keep the offset accounting exact
 in ``session_rows`` or ``quarantine``), a handler should emit at least one row per event.
 
 Select a handler with ``STREAMWARDEN_SESSION_HANDLER=package.module:ClassName``. Its *fingerprint*
-(class, ``state_version``, ``state_schema``, and the job's ``session_buckets`` and ``session_slots``,
-which decide where each session's state lives) is recorded next to the checkpoint on first start; a later
-start takes the checkpoint's own buckets and slots unless ``session_buckets`` is set, and one with a different
-fingerprint is refused (CONFIG) before any batch runs, instead of crashing on
-undecodable or misplaced state mid-batch. Bump ``state_version`` whenever the state encoding changes. A
-handler class may declare ``handler_name = "..."`` to keep its fingerprint when it moves to another module.
+(class, ``state_version``, ``state_schema``, and the job's ``session_buckets``, ``session_slots`` and the
+state partitions its bucket labels are balanced for, which decide where each session's state lives) is
+recorded next to the checkpoint on first start; a later start takes the checkpoint's own buckets, slots and
+labels unless ``session_buckets`` is set, and one with a different fingerprint is refused (CONFIG) before any
+batch runs, instead of crashing on undecodable or misplaced state mid-batch. Bump ``state_version`` whenever
+the state encoding changes. A handler class may declare ``handler_name = "..."`` to keep its fingerprint when
+it moves to another module.
 """
 
 from __future__ import annotations
@@ -137,24 +138,28 @@ def checked_output_columns(handler: SessionHandler[Any], schema: TableSchema,
     return columns
 
 
-def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0) -> dict[str, Any]:
-    """What identifies the layout of the session state: the handler's, the number of buckets, and the slots per
-    bucket (:mod:`.session_store`; named only when not 0, so checkpoints from before slots keep theirs)."""
+def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0, partitions: int = 0) -> dict[str, Any]:
+    """What identifies the layout of the session state: the handler's, the number of buckets, the slots per
+    bucket (:mod:`.session_store`) and the state partitions the buckets' labels are balanced for
+    (:mod:`.buckets`); those two named only when not 0, so checkpoints from before them keep theirs."""
     default_name = f"{type(handler).__module__}:{type(handler).__qualname__}"
     identity = {"handler": getattr(handler, "handler_name", default_name),
                 "state_version": handler.state_version, "state_schema": handler.state_schema,
-                "session_buckets": buckets, **({"session_slots": slots} if slots else {})}
+                "session_buckets": buckets, **({"session_slots": slots} if slots else {}),
+                **({"bucket_partitions": partitions} if partitions else {})}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return {**identity, "fingerprint": digest}
 
 
-def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, slots: int = 0) -> dict[str, Any]:
-    """Record the state layout's fingerprint with a new checkpoint (``slots`` per bucket), or refuse an
-    incompatible one. An existing checkpoint keeps the slots it was started with, whatever ``slots`` says: the
-    pinned document's ``session_slots`` (absent: 0) is the layout to use."""
+def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, slots: int = 0,
+                partitions: int = 0) -> dict[str, Any]:
+    """Record the state layout's fingerprint with a new checkpoint (``slots`` per bucket, bucket labels balanced
+    for ``partitions``), or refuse an incompatible one. An existing checkpoint keeps the slots and labels it was
+    started with, whatever ``slots`` and ``partitions`` say: the pinned document's ``session_slots`` and
+    ``bucket_partitions`` (absent: 0) are the layout to use."""
     path = checkpoint / HANDLER_FILE
     recorded = read_json(path)
-    current = fingerprint(handler, buckets, layout_slots(recorded, slots))
+    current = fingerprint(handler, buckets, layout_slots(recorded, slots), layout_partitions(recorded, partitions))
     if recorded is None:
         write_json_atomic(path, current)
         return current
@@ -185,7 +190,13 @@ def layout_slots(recorded: dict[str, Any] | None, configured: int) -> int:
     return configured if recorded is None else int(recorded.get("session_slots", 0))
 
 
+def layout_partitions(recorded: dict[str, Any] | None, configured: int) -> int:
+    """The state partitions a checkpoint's bucket labels are balanced for (:mod:`.buckets`): those pinned in its
+    ``recorded`` fingerprint (absent: 0, the bucket numbers as labels), or ``configured`` for a new checkpoint."""
+    return configured if recorded is None else int(recorded.get("bucket_partitions", 0))
+
+
 def _layout(pinned: dict[str, Any]) -> str:
     return (f"{pinned['handler']} (state_version {pinned['state_version']}, session_buckets "
             f"{pinned.get('session_buckets', 'unset')}, session_slots {pinned.get('session_slots', 0)}, "
-            f"fingerprint {pinned['fingerprint']})")
+            f"bucket_partitions {pinned.get('bucket_partitions', 0)}, fingerprint {pinned['fingerprint']})")

@@ -6,8 +6,8 @@ the output goes through pandas to Arrow again). Measured on 2 cores, that conver
 stateful stage's CPU. So rows do not cross it one by one:
 
 1. **Before the shuffle** (:func:`pack_by_bucket`): a read task's records, with their session id and
-   bucket, are sorted by bucket and each bucket's run is written as one Arrow IPC stream: one row
-   ``(session_bucket, records)`` per bucket and task. The Python Kafka source does it where it reads
+   bucket label (:mod:`.buckets`), are sorted by bucket and each bucket's run is written as one Arrow IPC
+   stream: one row ``(session_bucket, records)`` per bucket and task. The Python Kafka source does it where it reads
    (:func:`with_session_buckets` computes Spark's bucket bit for bit), so records never become JVM rows;
    behind Spark's own Kafka connector, Spark computes the bucket and a ``mapInArrow`` packs.
 2. **In the operator** (:func:`unpack_records`): a bucket's payloads are read back into one Arrow table,
@@ -24,7 +24,7 @@ Nothing here is state: the grouping key and the state layout are the operator's,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import xxhash
@@ -55,13 +55,15 @@ def session_bucket(key: bytes | None, buckets: int) -> int:
     return (digest - (1 << 64) if digest >= 1 << 63 else digest) % buckets  # signed, as Spark's long
 
 
-def with_session_buckets(records: pa.RecordBatch, buckets: int) -> pa.RecordBatch:
+def with_session_buckets(records: pa.RecordBatch, labels: Sequence[int]) -> pa.RecordBatch:
     """The source's records as the packing step takes them: :data:`INPUT_COLUMNS`, the session id (the key as
-    text; an invalid UTF-8 key, a dead letter anyway, gets replacement characters) and its bucket."""
+    text; an invalid UTF-8 key, a dead letter anyway, gets replacement characters) and its bucket's label
+    (``labels[bucket]``, :func:`~streamwarden.stream.sessions.buckets.bucket_labels`)."""
     keys = records.column("key").to_pylist()
     columns = [records.column(name) for name in INPUT_COLUMNS]
     sessions = pa.array(["" if k is None else k.decode("utf-8", "replace") for k in keys], pa.string())
-    bucket_ids = pa.array([session_bucket(k, buckets) for k in keys], pa.int64())
+    buckets = len(labels)
+    bucket_ids = pa.array([labels[session_bucket(k, buckets)] for k in keys], pa.int64())
     return pa.RecordBatch.from_arrays([*columns, sessions, bucket_ids],
                                       names=[*INPUT_COLUMNS, SESSION_KEY, SESSION_BUCKET])
 

@@ -23,6 +23,8 @@ Options mirror Spark's Kafka source so users recognise them:
 ``packSessionBuckets``      ``N`` > 0: instead of one row per record, one row per session bucket and task,
                             ``(session_bucket, records)``, the records as an Arrow IPC payload
                             (:mod:`streamwarden.stream.sessions.packing`); for the session job
+``bucketPartitions``        ``P`` > 0: the buckets carry labels balanced over ``P`` state partitions
+                            (:mod:`streamwarden.stream.sessions.buckets`); 0 (default): their numbers
 ==========================  ===========================================================================
 
 Driver side (one long-lived process): :meth:`KafkaStreamReader.initialOffset`, ``latestOffset``,
@@ -54,6 +56,7 @@ from streamwarden.kafka.admin import (
     metadata_consumer,
 )
 from streamwarden.runfiles.checkpoint import OffsetDoc
+from streamwarden.stream.sessions.buckets import bucket_labels
 from streamwarden.stream.sessions.packing import PACKED_INPUT_SCHEMA, pack_by_bucket, with_session_buckets
 from streamwarden.stream.source.offsets import Positions, from_doc, pack, spread_limit, to_doc
 from streamwarden.stream.source.range_reader import KafkaRange, read_ranges
@@ -98,6 +101,7 @@ class KafkaSourceOptions:
         self.read_timeout = float(options.get("readtimeout", "120"))
         self.max_read_tasks = int(options.get("maxreadtasks", "0"))
         self.pack_buckets = int(options.get("packsessionbuckets", "0"))
+        self.bucket_partitions = int(options.get("bucketpartitions", "0"))
 
 
 class KafkaDataSource(DataSource):
@@ -243,7 +247,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         spread_collections()
         buckets = self.options.pack_buckets
         if buckets:
-            return pack_by_bucket(with_session_buckets(batch, buckets) for batch in read_ranges(partition.ranges))
+            labels = bucket_labels(buckets, self.options.bucket_partitions)
+            return pack_by_bucket(with_session_buckets(batch, labels) for batch in read_ranges(partition.ranges))
         return read_ranges(partition.ranges)
 
 
