@@ -34,6 +34,8 @@ from streamwarden.wire import DEMO_SCHEMA, SchemaError, TableSchema
 ENV_PREFIX = "STREAMWARDEN_"
 CONFIG_FILE_ENV = "STREAMWARDEN_CONFIG_FILE"
 PARTITION_COLUMNS = ("topic", "date", "hour")
+MAX_SESSION_BUCKETS = 65536
+"""The most session buckets a checkpoint may have (``session_buckets``)."""
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
                  "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600,
@@ -160,7 +162,7 @@ class Settings(BaseSettings):
     session_timeout: float = Field(3600.0, description="Release the state of a session silent this long.")
     max_message_bytes: int = Field(1024 * 1024, gt=0, description="Larger values are dead letters (oversized).")
     session_buckets: int | None = Field(
-        None, gt=0, le=65536,
+        None, gt=0, le=MAX_SESSION_BUCKETS,
         description="Sessions are hashed into this many groups per micro-batch, the stateful function's calls, in a "
         "new checkpoint (unset: 8 per state partition); a checkpoint keeps the number it started with.",
     )
