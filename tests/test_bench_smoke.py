@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from streamwarden_bench.cli import results_stem
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -84,6 +85,16 @@ def check_restarts(r: dict[str, Any]) -> None:
         assert p["max_x_baseline"] == round(p["max_s"] / phases["baseline"]["max_s"], 3)
     assert r["verdict_jittered_max_within_3x_trigger"] == phases["jittered"]["max_within_3x_trigger"]
     assert r["producer"]["restarts"] == 2 * 3
+
+
+def test_a_run_takes_the_next_free_results_name_of_the_day(tmp_path: Path) -> None:
+    assert results_stem(tmp_path, "2026-11-25", "vm") == tmp_path / "2026-11-25-vm"  # none yet, and no folder
+    for name in ("2026-11-25-vm.json", "2026-11-25-vm-2.md", "2026-11-25-vm-3-repeat.json",
+                 "2026-11-25-db.example.com.png"):
+        (tmp_path / name).write_text("")
+    assert results_stem(tmp_path, "2026-11-25", "vm") == tmp_path / "2026-11-25-vm-3"  # -3-repeat is not -3
+    assert results_stem(tmp_path, "2026-11-25", "db.example.com").name == "2026-11-25-db.example.com-2"
+    assert results_stem(tmp_path, "2026-11-26", "vm").name == "2026-11-26-vm"
 
 
 def test_a_work_dir_holding_a_run_is_refused_before_anything_starts(tmp_path: Path) -> None:

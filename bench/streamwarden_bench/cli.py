@@ -7,6 +7,7 @@ engine that ran produced verified output, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -262,6 +263,16 @@ def all_verified(results: dict[str, Any]) -> bool:
     return all(r.get("verification", {}).get("ok") for r in ran)
 
 
+def results_stem(folder: Path, day: str, host: str) -> Path:
+    """Where a run's results go (``<stem>.json``, ``.md``, ``.png``): ``<day>-<host>``, or ``-2``, ``-3``, ...
+    after it when an earlier run left files of that name (a run never overwrites another's results)."""
+    stem, number = folder / f"{day}-{host}", 1
+    while any(folder.glob(f"{glob.escape(stem.name)}.*")):
+        number += 1
+        stem = folder / f"{day}-{host}-{number}"
+    return stem
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that jobs and the broker are stopped
@@ -277,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="swbench"))
     work.mkdir(parents=True, exist_ok=True)
-    stem = args.results_dir / f"{now.strftime('%Y-%m-%d')}-{socket.gethostname()}"
+    stem = results_stem(args.results_dir, now.strftime('%Y-%m-%d'), socket.gethostname())
     results: dict[str, Any] = {
         "meta": {"date": now.strftime("%Y-%m-%d"), "started_at": now.isoformat(), "host": socket.gethostname(),
                  "cpus": os.cpu_count(), "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
@@ -293,9 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         results["meta"]["elapsed_s"] = round(time.monotonic() - started, 1)
         results["verified"] = all_verified(results)
         args.results_dir.mkdir(parents=True, exist_ok=True)
-        stem.with_suffix(".json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
-        stem.with_suffix(".md").write_text(markdown(results))
-        chart(results, stem.with_suffix(".png"))
+        stem.parent.joinpath(f"{stem.name}.json").write_text(json.dumps(results, indent=2, sort_keys=True,
+                                                                       default=str) + "\n")
+        stem.parent.joinpath(f"{stem.name}.md").write_text(markdown(results))
+        chart(results, stem.parent / f"{stem.name}.png")
         if "phases" in results.get("restarts", {}):
             restart_chart(results["restarts"], stem.parent / f"{stem.name}-restarts.png")
 
