@@ -36,6 +36,7 @@ from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_
 from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, HIVE_NULL, excluding, folder_runs, with_folder_schema
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.sink.ranges import TopicPartitionInterval
+from streamwarden.stream.source.schema import ARROW_SCHEMA
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 
 DEAD_ARROW = to_arrow_schema(quarantine_schema(), timezone="UTC")
@@ -194,12 +195,8 @@ def test_the_sources_session_buckets_are_sparks_bit_for_bit(spark: SparkSession)
     for buckets in (1, 7, 64, 1000):
         spark_buckets = [row[0] for row in frame.select(F.pmod(F.xxhash64(session), F.lit(buckets))).collect()]
         assert [session_bucket(k, buckets) for k in keys] == spark_buckets
-    records = pa.RecordBatch.from_pydict({"topic": ["t"] * len(keys), "partition": [0] * len(keys),
-                                          "offset": list(range(len(keys))), "key": keys, "value": keys,
-                                          "timestamp": [None] * len(keys)},
-                                         schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()),
-                                                           ("offset", pa.int64()), ("key", pa.binary()),
-                                                           ("value", pa.binary()), ("timestamp", pa.timestamp("us"))]))
+    records = pa.RecordBatch.from_pylist([{"key": k, "value": k, "topic": "t", "partition": 0, "offset": offset}
+                                          for offset, k in enumerate(keys)], schema=ARROW_SCHEMA)  # as read
     # numbers; labels; labels at the largest bucket count the settings allow
     for layout in (StateLayout(7, 0), StateLayout(16, 0, 2), StateLayout(64, 64, 8),
                    StateLayout(MAX_SESSION_BUCKETS, 64, 8)):
