@@ -65,11 +65,13 @@ def topic_factory(broker: LocalBroker) -> Callable[..., list[str]]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A local[2] Spark session: small shuffle, no UI, workers on this venv's Python."""
+    """A local[2] Spark session: small shuffle, no UI, workers on this venv's Python. One JVM serves the whole
+    run's Spark tests, so it keeps the heap it had before the stream's own was made smaller (2 GiB)."""
     from streamwarden.settings import load_settings
     from streamwarden.stream.spark_session import build_spark_session
 
-    session = build_spark_session(load_settings(spark_master="local[2]", shuffle_partitions=2),
+    session = build_spark_session(load_settings(spark_master="local[2]", shuffle_partitions=2,
+                                                spark_conf={"spark.driver.memory": "2g"}),
                                   app_name="streamwarden-tests")
     yield session
     session.stop()

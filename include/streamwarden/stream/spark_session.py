@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,10 +14,27 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+DRIVER_MEMORY = "640m"
+"""The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
+RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
+MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
+"""glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
+200k-session benchmarks (docs/benchmarks.md, sixth pass):
+
+- ``MALLOC_ARENA_MAX``: 2 arenas per process instead of 8 per core. With an arena per allocating thread,
+  RocksDB's and Arrow's threads left freed memory spread over many arenas, never handed back (peak RSS at
+  200k sessions 4.66 -> 4.18 GiB, throughput unchanged).
+- ``MALLOC_MMAP_THRESHOLD_``: a block of 1 MiB or more (Arrow buffers, IPC payloads) is mapped on its own
+  and unmapped when freed. glibc's default raises that threshold after each large free, up to 32 MiB, so a
+  Python worker's heap kept its largest batch (the workers' peak RSS in the 2M-message run 1.68 -> 1.30 GiB;
+  ~5% of the throughput, the page faults of fresh mappings).
+"""
+
+
 def spark_conf(settings: Settings) -> dict[str, str]:
     """Spark configuration for the stream; ``settings.spark_conf`` overrides any of it."""
     conf = {
-        "spark.driver.memory": "2g",
+        "spark.driver.memory": DRIVER_MEMORY,
         "spark.sql.shuffle.partitions": str(settings.state_partitions),
         "spark.default.parallelism": str(settings.state_partitions),
         "spark.ui.enabled": "false",
@@ -25,7 +43,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
+        # Block cache and memtables of all state stores of the process together: at 200k sessions 512 MiB
+        # grew the JVM by ~0.5 GiB and ran no faster than 128.
+        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "128",
         "spark.sql.streaming.stateStore.encodingFormat": "avro",
         # A state commit uploads the batch's changes, not a snapshot of the store (snapshots are made in the
         # background): a batch's state commits 231 -> 90 ms at 100k records on 2 cores. Spark reads either
@@ -35,6 +55,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # Python workers allocate Arrow buffers with malloc, which hands freed memory back; Arrow's jemalloc
         # pool kept it (peak RSS of the 2M-record benchmark 4.46 GiB with it, 3.96 GiB without).
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
+        **{f"spark.executorEnv.{name}": value for name, value in MALLOC.items()},
         "spark.local.dir": str(settings.root("state") / "spark-local"),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -62,6 +83,19 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
     conf.update(settings.spark_conf)
     return conf
+
+
+def launch_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """What ``spark-submit`` must be given in its environment, because it is read before the job runs.
+
+    In client mode spark-submit starts the driver's JVM before ``jobs/stream.py`` builds its session, so the
+    heap set there (``spark.driver.memory``) would be silently ignored (the JVM ran with spark-submit's 1 GiB
+    default); ``SPARK_DRIVER_MEMORY`` is what spark-submit reads when its command line does not name one (a
+    Spark connection's ``--driver-memory`` still wins). :data:`MALLOC` reaches the driver JVM and the Python
+    processes it starts; a value in ``base`` (the operator's environment) is kept.
+    """
+    return {"SPARK_DRIVER_MEMORY": spark_conf(settings)["spark.driver.memory"],
+            **{name: base.get(name, value) for name, value in MALLOC.items()}}
 
 
 def build_spark_session(settings: Settings, app_name: str = "streamwarden") -> SparkSession:

@@ -13,6 +13,22 @@ connector) sees whole batches only. Reading from Python::
 Importable without Spark or Airflow.
 """
 
-from streamwarden.tables.reading import read
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamwarden.tables.reading import read
 
 __all__ = ["read"]
+
+
+def __getattr__(name: str) -> Any:
+    """``read`` is imported on first use: the stream's Python workers import :mod:`.batches` and
+    :mod:`.committed` from this package and need neither pandas, pyarrow's datasets nor the settings that
+    :mod:`.reading` brings (~0.35 s and ~90 MB in each worker)."""
+    if name == "read":
+        from streamwarden.tables.reading import read as read_tables
+
+        return read_tables
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,6 +30,7 @@ from streamwarden.logs.pruning import prune_logs
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
 from streamwarden.settings import ENV_PREFIX, Settings
+from streamwarden.stream.spark_session import launch_env
 
 REPO_ENV = "STREAMWARDEN_REPO"
 CommandBuilder = Callable[[Settings, Path], list[str]]
@@ -133,10 +134,12 @@ def running_holder(settings: Settings) -> LeaseHolder | None:
 
 def stream_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The stream's environment: ``base`` without Airflow's or stale Streamwarden variables, plus the
-    settings, this interpreter for PySpark and this environment's scripts first on ``PATH``."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith(("AIRFLOW", ENV_PREFIX))}
+    settings, what spark-submit reads before the job runs (:func:`~streamwarden.stream.spark_session.launch_env`),
+    this interpreter for PySpark and this environment's scripts first on ``PATH``."""
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if not k.startswith(("AIRFLOW", ENV_PREFIX))}
     env.update(settings.to_env())
+    env.update(launch_env(settings, source))
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["PATH"] = os.pathsep.join([str(venv_bin()), env.get("PATH", os.defpath)])
     return env

@@ -45,7 +45,7 @@ INPUT_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
 XXHASH_SEED = 42
 """The seed of Spark's ``xxhash64``."""
 RECORD_ORDER = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
-FLUSH_ROWS = 200_000
+FLUSH_ROWS = 50_000
 """A read task packs at most this many records at once (bounds its memory on large batches)."""
 
 

@@ -42,7 +42,9 @@ def _consumer(task: KafkaRange) -> Consumer:
     return make_consumer({
         "fetch.max.bytes": str(64 * 1024 * 1024),
         "max.partition.fetch.bytes": str(16 * 1024 * 1024),
-        "queued.max.messages.kbytes": str(256 * 1024),
+        # What the consumer fetches ahead is held in the reading Python worker: 64 MiB of it kept the
+        # 500k-record batches as fast as 256 MiB did.
+        "queued.max.messages.kbytes": str(64 * 1024),
         **task.client_config,
         "group.id": f"streamwarden-reader-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,

@@ -1,0 +1,59 @@
+"""spark-submit, started with the stream's environment, runs the driver with the settings' heap and malloc.
+
+In client mode spark-submit starts the driver's JVM before the job builds its session, so a heap given only
+in the session's configuration is ignored; the launcher hands it to spark-submit in its environment.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from streamwarden.settings import load_settings
+from streamwarden.stream.spark_session import DRIVER_MEMORY, MALLOC
+from streamwarden.warden.launcher import stream_env, venv_bin
+
+PROBE = '''
+import json
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+jvm = spark.sparkContext._jvm
+print("PROBE " + json.dumps({"max_heap": jvm.java.lang.Runtime.getRuntime().maxMemory(),
+                             "malloc": {name: jvm.java.lang.System.getenv(name)
+                                        for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_")}}))
+spark.stop()
+'''
+
+
+def _driver(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
+    """What the driver JVM of ``spark-submit`` started with ``env`` reports: its maximum heap and malloc's
+    variables."""
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    done = subprocess.run([str(venv_bin() / "spark-submit"), "--master", "local[1]", str(script)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=180, check=True)
+    line = next(line for line in done.stdout.splitlines() if line.startswith("PROBE "))
+    reported: dict[str, object] = json.loads(line.removeprefix("PROBE "))
+    return reported
+
+
+def test_the_stream_environment_names_the_driver_heap_and_keeps_an_operators_malloc_settings(
+        tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "home")
+    env = stream_env(settings, base={"PATH": "/usr/bin"})
+    assert env["SPARK_DRIVER_MEMORY"] == DRIVER_MEMORY
+    assert {name: env[name] for name in MALLOC} == MALLOC
+    chosen = load_settings(home=tmp_path / "home", spark_conf={"spark.driver.memory": "3g"})
+    env = stream_env(chosen, base={"PATH": "/usr/bin", "MALLOC_ARENA_MAX": "4"})
+    assert (env["SPARK_DRIVER_MEMORY"], env["MALLOC_ARENA_MAX"]) == ("3g", "4")
+    assert env["MALLOC_MMAP_THRESHOLD_"] == MALLOC["MALLOC_MMAP_THRESHOLD_"]
+
+
+def test_the_driver_jvm_of_spark_submit_gets_the_heap_the_settings_name(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "home", spark_conf={"spark.driver.memory": "700m"})
+    reported = _driver(tmp_path, stream_env(settings))
+    max_heap = reported["max_heap"]
+    assert isinstance(max_heap, int)
+    assert 600 * 2**20 <= max_heap <= 700 * 2**20, max_heap  # spark-submit's own default is 1 GiB
+    assert reported["malloc"] == MALLOC
