@@ -169,6 +169,16 @@ def test_state_partitions_are_one_per_core_of_a_local_master_unless_set() -> Non
     assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == "3"
 
 
+def test_shuffle_partitions_given_to_spark_through_spark_conf_are_the_state_partitions() -> None:
+    given = Settings(spark_master="local[2]", shuffle_partitions=3, spark_conf={"spark.sql.shuffle.partitions": "5"})
+    assert given.state_partitions == 5  # what Spark is given wins, so labels are balanced for it
+    assert given.state_buckets == 40
+    assert spark_conf(given)["spark.sql.shuffle.partitions"] == spark_conf(given)["spark.default.parallelism"] == "5"
+    for bad in ("x", "0", "-2"):
+        with pytest.raises(ValueError, match=r"spark\.sql\.shuffle\.partitions must be a positive whole number"):
+            Settings(spark_conf={"spark.sql.shuffle.partitions": bad})
+
+
 def test_a_new_checkpoints_session_buckets_are_eight_per_state_partition_unless_set() -> None:
     assert Settings(spark_master="local[2]").state_buckets == 16
     assert Settings(spark_master="spark://127.0.0.1:7077").state_buckets == 64
