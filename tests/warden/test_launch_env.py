@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from streamwarden.settings import load_settings
-from streamwarden.stream.spark_session import DRIVER_MEMORY, MALLOC
+from streamwarden.stream.memory import DRIVER_MEMORY, MALLOC
 from streamwarden.warden.launcher import stream_env, venv_bin
 
 PROBE = '''

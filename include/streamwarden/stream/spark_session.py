@@ -4,31 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamwarden.settings import Settings
+from streamwarden.stream.memory import DRIVER_MEMORY, MALLOC
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-DRIVER_MEMORY = "640m"
-"""The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
-RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
-MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
-"""glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
-200k-session benchmarks (docs/benchmarks.md, sixth pass):
-
-- ``MALLOC_ARENA_MAX``: 2 arenas per process instead of 8 per core. With an arena per allocating thread,
-  RocksDB's and Arrow's threads left freed memory spread over many arenas, never handed back (peak RSS at
-  200k sessions 4.66 -> 4.18 GiB, throughput unchanged).
-- ``MALLOC_MMAP_THRESHOLD_``: a block of 1 MiB or more (Arrow buffers, IPC payloads) is mapped on its own
-  and unmapped when freed. glibc's default raises that threshold after each large free, up to 32 MiB, so a
-  Python worker's heap kept its largest batch (the workers' peak RSS in the 2M-message run 1.68 -> 1.30 GiB;
-  ~5% of the throughput, the page faults of fresh mappings).
-"""
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
@@ -83,19 +66,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
     conf.update(settings.spark_conf)
     return conf
-
-
-def launch_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
-    """What ``spark-submit`` must be given in its environment, because it is read before the job runs.
-
-    In client mode spark-submit starts the driver's JVM before ``jobs/stream.py`` builds its session, so the
-    heap set there (``spark.driver.memory``) would be silently ignored (the JVM ran with spark-submit's 1 GiB
-    default); ``SPARK_DRIVER_MEMORY`` is what spark-submit reads when its command line does not name one (a
-    Spark connection's ``--driver-memory`` still wins). :data:`MALLOC` reaches the driver JVM and the Python
-    processes it starts; a value in ``base`` (the operator's environment) is kept.
-    """
-    return {"SPARK_DRIVER_MEMORY": spark_conf(settings)["spark.driver.memory"],
-            **{name: base.get(name, value) for name, value in MALLOC.items()}}
 
 
 def build_spark_session(settings: Settings, app_name: str = "streamwarden") -> SparkSession:

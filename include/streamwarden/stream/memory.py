@@ -1,0 +1,41 @@
+"""The memory of the stream's processes that must be set before they start: the driver's heap and glibc's malloc.
+
+Imports no pyspark: the warden gives these to spark-submit (:func:`launch_env`), and the job's Spark
+configuration (:func:`~streamwarden.stream.spark_session.spark_conf`) names the same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from streamwarden.settings import Settings
+
+DRIVER_MEMORY = "640m"
+"""The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
+RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
+MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
+"""glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
+200k-session benchmarks (docs/benchmarks.md, sixth pass):
+
+- ``MALLOC_ARENA_MAX``: 2 arenas per process instead of 8 per core. With an arena per allocating thread,
+  RocksDB's and Arrow's threads left freed memory spread over many arenas, never handed back (peak RSS at
+  200k sessions 4.66 -> 4.18 GiB, throughput unchanged).
+- ``MALLOC_MMAP_THRESHOLD_``: a block of 1 MiB or more (Arrow buffers, IPC payloads) is mapped on its own
+  and unmapped when freed. glibc's default raises that threshold after each large free, up to 32 MiB, so a
+  Python worker's heap kept its largest batch (the workers' peak RSS in the 2M-message run 1.68 -> 1.30 GiB;
+  ~5% of the throughput, the page faults of fresh mappings).
+"""
+
+
+def launch_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """What ``spark-submit`` must be given in its environment, because it is read before the job runs.
+
+    In client mode spark-submit starts the driver's JVM before ``jobs/stream.py`` builds its session, so the
+    heap set there (``spark.driver.memory`` in :func:`~streamwarden.stream.spark_session.spark_conf`) would be
+    silently ignored (the JVM ran with spark-submit's 1 GiB default). ``SPARK_DRIVER_MEMORY`` is what
+    spark-submit reads when its command line does not name one (a Spark connection's ``--driver-memory`` still
+    wins). :data:`MALLOC` reaches the driver JVM and the Python processes it starts; a value in ``base`` (the
+    operator's environment) is kept.
+    """
+    return {"SPARK_DRIVER_MEMORY": settings.spark_conf.get("spark.driver.memory", DRIVER_MEMORY),
+            **{name: base.get(name, value) for name, value in MALLOC.items()}}
