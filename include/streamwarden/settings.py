@@ -52,8 +52,9 @@ OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN
                              "STREAMWARDEN_CHAOS_RAISE_AT"})
 """``STREAMWARDEN_*`` variables that are not settings: the config file, the checkout, test fault points."""
 SECRET_FIELDS = frozenset({"kafka_config", "spark_conf", "storage_options"})
-SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 """Settings whose values may hold credentials: never echoed in an error, a repr or a log line."""
+SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+"""The Spark setting a ``spark_conf`` may name over ``shuffle_partitions`` (see ``state_partitions``)."""
 SiblingSettings = TypeVar("SiblingSettings", bound=BaseSettings)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 

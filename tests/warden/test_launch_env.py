@@ -16,22 +16,22 @@ from streamwarden.warden.launcher import stream_env, venv_bin
 
 PROBE = '''
 import json
+import sys
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
 jvm = spark.sparkContext._jvm
 print("PROBE " + json.dumps({"max_heap": jvm.java.lang.Runtime.getRuntime().maxMemory(),
-                             "malloc": {name: jvm.java.lang.System.getenv(name)
-                                        for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_")}}))
+                             "malloc": {name: jvm.java.lang.System.getenv(name) for name in sys.argv[1:]}}))
 spark.stop()
 '''
 
 
 def _driver(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
-    """What the driver JVM of ``spark-submit`` started with ``env`` reports: its maximum heap and malloc's
-    variables."""
+    """What the driver JVM of ``spark-submit`` started with ``env`` reports: its maximum heap and the variables
+    of :data:`MALLOC`."""
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    done = subprocess.run([str(venv_bin() / "spark-submit"), "--master", "local[1]", str(script)], env=env,
+    done = subprocess.run([str(venv_bin() / "spark-submit"), "--master", "local[1]", str(script), *MALLOC], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=180, check=True)
     line = next(line for line in done.stdout.splitlines() if line.startswith("PROBE "))
     reported: dict[str, object] = json.loads(line.removeprefix("PROBE "))
