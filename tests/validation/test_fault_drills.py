@@ -338,7 +338,9 @@ def test_malformed_messages_above_the_quarantine_share_fail_an_expectation(drill
         assert f"{counted[(topic, partition)]} offset(s) in quarantine, {share:.2%}" in f["detail"]
     assert_alerted(result, "EXPECTATION_FAILED")
     # the Data Docs page of the per-partition batch names the partitions over the share
-    shown = unexpected_rows(Path(result.summary["data_docs_pages"]["partitions"]))
+    pages = result.summary["data_docs_pages"]
+    assert "partitions" in pages, f"no Data Docs page for the partitions batch; notes: {result.summary['notes']}"
+    shown = unexpected_rows(Path(pages["partitions"]))
     named = {(t, int(p)) for _, where in shown for t, p in zip(where["topic"], where["partition"], strict=True)}
     assert named == over
 

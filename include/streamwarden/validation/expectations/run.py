@@ -111,6 +111,8 @@ def check_expectations(settings: Settings, validation: ValidationSettings, table
     if validation.freshness > 0 and timed and not newest:
         notes.append(f"freshness not checked: no row has a time yet ({', '.join(timed)})")
     site = docs.build(ctx, docs_root or docs.docs_folder(settings.root("run")), run.keys) if run.keys else None
+    if site is not None:
+        notes += site.notes()
     return ExpectationsOutcome(tuple(run.findings), tuple(notes), None if site is None else site.index,
                                {} if site is None else site.pages, run.evaluated,
                                round(time.perf_counter() - started, 2))
