@@ -30,12 +30,15 @@ from streamwarden.failures import ConfigError, IntegrityError, MalformedDataErro
 from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMeta, SessionPolicy, process_session
 from streamwarden.stream.sessions.handler import (
     HANDLER_FILE,
+    SLOT_CODEC,
     fingerprint,
     layout_buckets,
+    layout_codec,
     layout_partitions,
     load_handler,
     pin_handler,
 )
+from streamwarden.stream.sessions.session_store import SlotCodec
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.wire import EndEvent, Row, SnapshotEvent, encode
 
@@ -179,6 +182,29 @@ def test_a_checkpoint_keeps_the_session_slots_it_started_with(tmp_path: Any) -> 
     pin_handler(legacy, HANDLER, 64, 0)  # as every checkpoint before slots: one entry per session
     assert "session_slots" not in pin_handler(legacy, HANDLER, 64, 16)
     assert json.loads((legacy / HANDLER_FILE).read_text())["fingerprint"] == "c0ab9bb64f31c91c"
+
+
+def test_a_new_checkpoint_compresses_its_slots_and_one_from_before_keeps_them_plain(tmp_path: Any) -> None:
+    new, legacy, entries = tmp_path / "new", tmp_path / "legacy", tmp_path / "entries"
+    for folder in (new, legacy, entries):
+        folder.mkdir()
+    pinned = pin_handler(new, HANDLER, 64, 16)
+    assert pinned["slot_codec"] == SLOT_CODEC == "zstd" and layout_codec(pinned, 16) == "zstd"
+    # slots pinned before the codec: plain, also when started again by this release
+    (legacy / HANDLER_FILE).write_text(json.dumps(fingerprint(HANDLER, 64, 16)))
+    assert "slot_codec" not in pin_handler(legacy, HANDLER, 64, 16)
+    assert layout_codec(json.loads((legacy / HANDLER_FILE).read_text()), 16) == ""
+    assert "slot_codec" not in pin_handler(entries, HANDLER, 64, 0)  # one entry per session: nothing to compress
+
+
+def test_a_compressed_slot_reads_back_what_was_written_in_a_fraction_of_the_bytes() -> None:
+    slot = {f"site-{i:05d}": (SessionMeta(next_seq=i, topic="t", partition=1).to_json(),
+                              TableReconstruction().encode_state({f"r{j}": {"price": j * 1.5, "status": "open"}
+                                                                  for j in range(10)}), 1_764_000_000_000 + i)
+            for i in range(200)}
+    plain, zstd = SlotCodec(""), SlotCodec(SLOT_CODEC)
+    assert plain.decode(plain.encode(slot)) == slot == zstd.decode(zstd.encode(slot))
+    assert len(zstd.encode(slot)) < len(plain.encode(slot)) / 3
 
 
 def test_a_checkpoint_keeps_the_partitions_its_bucket_labels_were_balanced_for(tmp_path: Any) -> None:

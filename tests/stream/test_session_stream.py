@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 from sessions_fixtures import (
     ALL_TRAFFIC,
     CLEAN,
@@ -37,7 +38,9 @@ from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.settings import load_settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE
+from streamwarden.stream.sessions.handler import HANDLER_FILE, SLOT_CODEC, fingerprint
+from streamwarden.stream.sessions.session_store import SlotCodec
+from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.faults import CHAOS_ENV
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
@@ -315,6 +318,49 @@ def test_a_checkpoint_keeps_its_state_partitions_buckets_and_layout_when_the_set
     pinned = json.loads((job.settings.checkpoint_location / HANDLER_FILE).read_text())
     assert pinned["session_buckets"] == 5 and "session_slots" not in pinned
     assert pinned["bucket_partitions"] == 3  # the labels balanced for the partitions Spark restored
+
+
+def slot_blobs(spark: SparkSession, checkpoint: Path) -> list[bytes]:
+    """The slots the checkpoint holds at its last batch, read with Spark's state data source (its RocksDB
+    loader reports to the state store coordinator, which the session has once its streams manager is up)."""
+    assert spark.streams.active == []
+    rows = spark.read.format("statestore").option("path", str(checkpoint)).option("stateVarName", "slots").load()
+    return [bytes(r["user_map_value"]["value"]["sessions"]) for r in rows.collect()]
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["plain-slots-pinned-before-codecs", "new-checkpoint"])
+def test_slots_stay_in_the_codec_their_checkpoint_pinned_across_restarts(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, spark: SparkSession, legacy: bool
+) -> None:
+    # a checkpoint started before slots were compressed (its pinned layout names no slot_codec) goes on reading
+    # and writing plain slots, a new one compresses them; the updates after the restart need the states the
+    # first run stored, and Spark's state reader shows how the slots are held
+    (topic,) = topic_factory(1, partitions=2)
+    sessions = [f"P{i}" for i in range(40)]
+    first = [good(snapshot(s, 0, {"r1": {"qty": i}, "r2": {"qty": -i}})) for i, s in enumerate(sessions)]
+    then = [good(update(s, 1, "r1", qty=100 + i)) for i, s in enumerate(sessions)]
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", session_buckets="4",
+                      session_slots="8")
+    checkpoint = job.settings.checkpoint_location
+    if legacy:
+        checkpoint.mkdir(parents=True)
+        (checkpoint / HANDLER_FILE).write_text(json.dumps(fingerprint(TableReconstruction(), 4, 8)))
+    placed = set(produce_messages(broker.bootstrap_servers, topic, first))
+    job.start()
+    job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the snapshots")
+    assert job.stop() == 0, job.log_tail()
+    placed |= set(produce_messages(broker.bootstrap_servers, topic, then))
+    job.start()
+    job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the updates")
+    assert job.stop() == 0, job.log_tail()
+
+    assert not dead_letters(job.settings.root("output"))
+    assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(first + then)
+    pinned = json.loads((checkpoint / HANDLER_FILE).read_text())
+    assert pinned.get("slot_codec", "") == ("" if legacy else SLOT_CODEC)
+    codec = SlotCodec(pinned.get("slot_codec", ""))
+    held = slot_blobs(spark, checkpoint)
+    assert held and {s for blob in held for s in codec.decode(blob)} == set(sessions)
 
 
 def test_a_session_silent_past_the_timeout_is_released_from_a_slot_its_neighbour_keeps_alive(

@@ -41,11 +41,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class StateLayout:
     """Where the checkpoint keeps each session's state: its buckets, slots per bucket (0: one entry per
-    session), and the state partitions the buckets' labels are balanced for (0: their numbers, :mod:`.buckets`)."""
+    session), the state partitions the buckets' labels are balanced for (0: their numbers, :mod:`.buckets`)
+    and the codec of the slots ("": plain)."""
 
     buckets: int
     slots: int
     partitions: int = 0
+    codec: str = ""
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -104,7 +106,8 @@ def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]]
     buckets = layout_buckets(recorded, settings.session_buckets, settings.state_buckets)
     pinned = pin_handler(settings.checkpoint_location, handler, buckets, settings.session_slots,
                          settings.state_partitions)
-    return columns, StateLayout(buckets, pinned.get("session_slots", 0), pinned.get("bucket_partitions", 0))
+    return columns, StateLayout(buckets, pinned.get("session_slots", 0), pinned.get("bucket_partitions", 0),
+                                pinned.get("slot_codec", ""))
 
 
 def bucket_label(session: Column, layout: StateLayout) -> Column:
@@ -132,6 +135,7 @@ def session_frame(raw: DataFrame, settings: Settings, layout: StateLayout) -> Da
                              settings.max_message_bytes),
         session_timeout_ms=int(settings.session_timeout * 1000),
         session_slots=layout.slots,
+        slot_codec=layout.codec,
     )
     packed = raw  # the Python source packs where it reads
     if settings.source_impl == "jvm":

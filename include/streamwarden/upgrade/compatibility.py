@@ -4,7 +4,7 @@
    keys the state depends on).
 2. **State layout**: the release's session handler loads, its output columns are valid, and its fingerprint
    (handler name, ``state_version``, ``state_schema``, and the checkpoint's own ``session_buckets`` -- unless
-   set -- and ``session_slots``) equals the one pinned in
+   set -- ``session_slots`` and the codec of its slots) equals the one pinned in
    ``<checkpoint>/streamwarden_handler.json``: the state in the checkpoint was written in that layout, and the
    job refuses another one at start (CONFIG). A new handler class keeps the layout by declaring the old
    ``handler_name`` with the same ``state_version`` and ``state_schema``.
@@ -30,10 +30,8 @@ from streamwarden.secrets import redact
 from streamwarden.settings import SECRET_FIELDS, Settings
 from streamwarden.stream.sessions.handler import (
     HANDLER_FILE,
-    fingerprint,
     layout_buckets,
-    layout_partitions,
-    layout_slots,
+    layout_fingerprint,
     load_checked_handler,
 )
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
@@ -173,9 +171,9 @@ def _state(current: Settings, new: Settings, refusals: list[str]) -> tuple[dict[
         refusals.append(f"the release's session handler: {exc.message}")
         return {"verdict": "the release's handler does not load"}, []
     recorded = read_json(current.checkpoint_location / HANDLER_FILE)
-    configured = fingerprint(handler, layout_buckets(recorded, new.session_buckets, new.state_buckets),
-                             layout_slots(recorded, new.session_slots),
-                             layout_partitions(recorded, new.state_partitions))
+    configured = layout_fingerprint(handler, recorded, layout_buckets(recorded, new.session_buckets,
+                                                                      new.state_buckets),
+                                    new.session_slots, new.state_partitions)
     state: dict[str, Any] = {"recorded": recorded, "configured": configured}
     if recorded is None:
         state["verdict"] = "no state pinned yet (a new checkpoint): any handler"

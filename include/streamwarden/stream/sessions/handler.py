@@ -27,8 +27,9 @@ event releases the state after ``on_event``. To keep the offset accounting exact
 in ``session_rows`` or ``quarantine``), a handler should emit at least one row per event.
 
 Select a handler with ``STREAMWARDEN_SESSION_HANDLER=package.module:ClassName``. Its *fingerprint*
-(class, ``state_version``, ``state_schema``, and the job's ``session_buckets``, ``session_slots`` and the
-state partitions its bucket labels are balanced for, which decide where each session's state lives) is
+(class, ``state_version``, ``state_schema``, and the job's ``session_buckets``, ``session_slots``, the
+codec of the slots and the state partitions its bucket labels are balanced for, which decide where each
+session's state lives and how it is stored) is
 recorded next to the checkpoint on first start; a later start takes the checkpoint's own buckets, slots and
 labels unless ``session_buckets`` is set, and one with a different fingerprint is refused (CONFIG) before any
 batch runs, instead of crashing on undecodable or misplaced state mid-batch. Bump ``state_version`` whenever
@@ -60,6 +61,8 @@ FRAMEWORK_COLUMNS = frozenset({
 S = TypeVar("S")
 OutputRow = dict[str, Value]
 HANDLER_FILE = "streamwarden_handler.json"
+SLOT_CODEC = "zstd"
+"""How a new checkpoint's slots are compressed (:mod:`.session_store`); those started before keep theirs plain."""
 log = logging.getLogger("streamwarden.stream.sessions")
 
 
@@ -138,15 +141,18 @@ def checked_output_columns(handler: SessionHandler[Any], schema: TableSchema,
     return columns
 
 
-def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0, partitions: int = 0) -> dict[str, Any]:
+def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0, partitions: int = 0,
+                codec: str = "") -> dict[str, Any]:
     """What identifies the layout of the session state: the handler's, the number of buckets, the slots per
-    bucket (:mod:`.session_store`) and the state partitions the buckets' labels are balanced for
-    (:mod:`.buckets`); those two named only when not 0, so checkpoints from before them keep theirs."""
+    bucket (:mod:`.session_store`), the state partitions the buckets' labels are balanced for
+    (:mod:`.buckets`) and the codec of the slots; the last three named only when set, so checkpoints from
+    before them keep theirs."""
     default_name = f"{type(handler).__module__}:{type(handler).__qualname__}"
     identity = {"handler": getattr(handler, "handler_name", default_name),
                 "state_version": handler.state_version, "state_schema": handler.state_schema,
                 "session_buckets": buckets, **({"session_slots": slots} if slots else {}),
-                **({"bucket_partitions": partitions} if partitions else {})}
+                **({"bucket_partitions": partitions} if partitions else {}),
+                **({"slot_codec": codec} if codec else {})}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return {**identity, "fingerprint": digest}
 
@@ -155,11 +161,11 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
                 partitions: int = 0) -> dict[str, Any]:
     """Record the state layout's fingerprint with a new checkpoint (``slots`` per bucket, bucket labels balanced
     for ``partitions``), or refuse an incompatible one. An existing checkpoint keeps the slots and labels it was
-    started with, whatever ``slots`` and ``partitions`` say: the pinned document's ``session_slots`` and
-    ``bucket_partitions`` (absent: 0) are the layout to use."""
+    started with, whatever ``slots`` and ``partitions`` say: the pinned document's ``session_slots``,
+    ``bucket_partitions`` (absent: 0) and ``slot_codec`` (absent: plain) are the layout to use."""
     path = checkpoint / HANDLER_FILE
     recorded = read_json(path)
-    current = fingerprint(handler, buckets, layout_slots(recorded, slots), layout_partitions(recorded, partitions))
+    current = layout_fingerprint(handler, recorded, buckets, slots, partitions)
     if recorded is None:
         write_json_atomic(path, current)
         return current
@@ -173,6 +179,14 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
         log.info("the checkpoint keeps its state layout (session_slots %d; configured %d applies to new "
                  "checkpoints)", current.get("session_slots", 0), slots)
     return current
+
+
+def layout_fingerprint(handler: SessionHandler[Any], recorded: dict[str, Any] | None, buckets: int, slots: int,
+                       partitions: int) -> dict[str, Any]:
+    """The fingerprint of ``handler`` on a checkpoint whose pinned fingerprint is ``recorded`` (None: a new
+    one): its own slots, labels and codec when it has them, else those configured and :data:`SLOT_CODEC`."""
+    used = layout_slots(recorded, slots)
+    return fingerprint(handler, buckets, used, layout_partitions(recorded, partitions), layout_codec(recorded, used))
 
 
 def layout_buckets(recorded: dict[str, Any] | None, configured: int | None, new: int) -> int:
@@ -196,7 +210,16 @@ def layout_partitions(recorded: dict[str, Any] | None, configured: int) -> int:
     return configured if recorded is None else int(recorded.get("bucket_partitions", 0))
 
 
+def layout_codec(recorded: dict[str, Any] | None, slots: int) -> str:
+    """How a checkpoint's slots are compressed: as pinned in its ``recorded`` fingerprint (absent: plain, ""), or
+    :data:`SLOT_CODEC` for a new checkpoint with slots (``slots`` > 0; one entry per session: none)."""
+    if recorded is None:
+        return SLOT_CODEC if slots else ""
+    return str(recorded.get("slot_codec", ""))
+
+
 def _layout(pinned: dict[str, Any]) -> str:
     return (f"{pinned['handler']} (state_version {pinned['state_version']}, session_buckets "
             f"{pinned.get('session_buckets', 'unset')}, session_slots {pinned.get('session_slots', 0)}, "
-            f"bucket_partitions {pinned.get('bucket_partitions', 0)}, fingerprint {pinned['fingerprint']})")
+            f"bucket_partitions {pinned.get('bucket_partitions', 0)}, slot_codec {pinned.get('slot_codec') or 'none'}, "
+            f"fingerprint {pinned['fingerprint']})")

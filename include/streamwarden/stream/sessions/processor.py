@@ -49,6 +49,7 @@ class SessionJobConfig:
     policy: SessionPolicy
     session_timeout_ms: int
     session_slots: int = 0  # the checkpoint's state layout (sessions.session_store); 0: one entry per session
+    slot_codec: str = ""  # how the checkpoint's slots are compressed; "": plain
 
 
 def _records_by_session(records: pa.Table) -> dict[str, list[RawRecord]]:
@@ -83,7 +84,8 @@ class SessionProcessor(StatefulProcessor):
         self.handler_columns = [name for name, _ in columns]
         self.rows_schema = to_arrow_schema(session_rows_schema(columns), timezone="UTC")
         self.dead_schema = to_arrow_schema(quarantine_schema(), timezone="UTC")
-        self.store = open_store(handle, self.config.session_slots, self.config.session_timeout_ms)
+        self.store = open_store(handle, self.config.session_slots, self.config.session_timeout_ms,
+                                self.config.slot_codec)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:

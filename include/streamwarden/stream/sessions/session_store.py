@@ -9,6 +9,10 @@ Two layouts; a checkpoint keeps the one it was started with (pinned with the han
   ``MapState`` ``slots`` holds one entry per slot: a msgpack map of session id -> (meta, state, written at).
   A state call to the JVM costs ~25-40 us plus ~3.5 us per kB of value (measured on 2 cores, pipelined), so a
   batch that touches 100k sessions pays for a few thousand slot reads and writes instead of 200k calls.
+  A new checkpoint's slots are compressed (``slot_codec``: the map's size as 4 bytes, then its zstd frame,
+  :data:`~streamwarden.stream.sessions.handler.SLOT_CODEC`): a batch that touches most sessions reads and
+  writes every slot, and what the JVM's state server spends is per byte; checkpoints started before keep
+  their slots plain (the codec is pinned with the handler, as the slots are).
   The session timeout holds per session: a session whose entry was written ``timeout`` ago or earlier is
   dropped when its slot is next read (and not returned), and a slot none of whose sessions was written for
   ``timeout`` expires as a whole through Spark's TTL.
@@ -22,11 +26,13 @@ Both are used the same way, once per bucket and batch::
 from __future__ import annotations
 
 import logging
+import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import msgspec
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from pyspark.sql.streaming.stateful_processor import MapState, StatefulProcessorHandle
 
 from streamwarden.stream.sessions.state_calls import pipelining_supported, read_states, write_states
@@ -47,15 +53,16 @@ class SessionStore(Protocol):
         :meth:`read`, with sessions of that read only."""
 
 
-def open_store(handle: StatefulProcessorHandle, slots: int, timeout_ms: int) -> SessionStore:
-    """The store of the checkpoint's layout: :class:`SessionEntries` for ``slots == 0``, else :class:`SessionSlots`."""
+def open_store(handle: StatefulProcessorHandle, slots: int, timeout_ms: int, codec: str = "") -> SessionStore:
+    """The store of the checkpoint's layout: :class:`SessionEntries` for ``slots == 0``, else :class:`SessionSlots`
+    (``codec``: how its slots are compressed, "" for plain)."""
     store: SessionStore
     if slots == 0:
         state = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY", timeout_ms)
         store = SessionEntries(state)
     else:
         state = handle.getMapState("slots", "slot INT", "sessions BINARY", timeout_ms)
-        store = SessionSlots(state, slots, timeout_ms)
+        store = SessionSlots(state, slots, timeout_ms, codec)
     if not pipelining_supported(state):
         log.warning("this PySpark's state client lacks what pipelined state calls use: one round trip each")
     return store
@@ -80,6 +87,8 @@ SlotEntry = tuple[str, bytes, int]
 """A session in a slot: meta (JSON), state (the handler's bytes), when it was written (ms, processing time)."""
 _SLOT_ENCODER = msgspec.msgpack.Encoder()
 _SLOT_DECODER = msgspec.msgpack.Decoder(dict[str, tuple[str, bytes, int]])
+_SIZE = struct.Struct("<I")
+"""A compressed slot starts with the size of its msgpack map."""
 
 
 def slot_of(session: str, slots: int) -> int:
@@ -87,11 +96,33 @@ def slot_of(session: str, slots: int) -> int:
     return zlib.crc32(session.encode()) % slots
 
 
-class SessionSlots:
-    """The bucket's sessions hashed into ``slots`` entries of a ``MapState``, each a msgpack map."""
+class SlotCodec:
+    """A slot's bytes: its msgpack map, plain or compressed with ``codec`` (a pyarrow codec name)."""
 
-    def __init__(self, state: MapState, slots: int, timeout_ms: int) -> None:
-        self.state, self.slots, self.timeout_ms = state, slots, timeout_ms
+    def __init__(self, codec: str = "") -> None:
+        self.codec = pa.Codec(codec) if codec else None
+
+    def encode(self, slot: Mapping[str, SlotEntry]) -> bytes:
+        plain = _SLOT_ENCODER.encode(slot)
+        if self.codec is None:
+            return plain
+        compressed: bytes = self.codec.compress(plain, asbytes=True)
+        return _SIZE.pack(len(plain)) + compressed
+
+    def decode(self, blob: bytes) -> dict[str, SlotEntry]:
+        if self.codec is None:
+            return _SLOT_DECODER.decode(blob)
+        (size,) = _SIZE.unpack_from(blob)
+        return _SLOT_DECODER.decode(self.codec.decompress(memoryview(blob)[_SIZE.size:], decompressed_size=size,
+                                                          asbytes=True))
+
+
+class SessionSlots:
+    """The bucket's sessions hashed into ``slots`` entries of a ``MapState``, each a msgpack map (compressed
+    with ``codec`` unless it is "")."""
+
+    def __init__(self, state: MapState, slots: int, timeout_ms: int, codec: str = "") -> None:
+        self.state, self.slots, self.timeout_ms, self.codec = state, slots, timeout_ms, SlotCodec(codec)
         self._slot: dict[str, int] = {}  # the slot of each session of the last read
         self._read: dict[int, dict[str, SlotEntry]] = {}  # the slots of the last read, timed-out sessions dropped
         self._found: set[int] = set()  # those of them the store holds
@@ -104,7 +135,7 @@ class SessionSlots:
         self._read = {key: {} for key in keys}
         self._found = {key for (key,) in found}
         for (key,), (blob,) in found.items():
-            self._read[key] = {s: entry for s, entry in _SLOT_DECODER.decode(blob).items() if entry[2] > live_after}
+            self._read[key] = {s: entry for s, entry in self.codec.decode(blob).items() if entry[2] > live_after}
         return {s: entry[:2] for s, key in self._slot.items() if (entry := self._read[key].get(s))}
 
     def write(self, changes: Mapping[str, Stored | None], now_ms: int) -> None:
@@ -116,7 +147,7 @@ class SessionSlots:
                 self._read[key].pop(session, None)
             else:
                 self._read[key][session] = (*stored, now_ms)
-        updates = [((key,), (_SLOT_ENCODER.encode(self._read[key]),)) for key in sorted(touched) if self._read[key]]
+        updates = [((key,), (self.codec.encode(self._read[key]),)) for key in sorted(touched) if self._read[key]]
         removals = [(key,) for key in sorted(touched & self._found) if not self._read[key]]
         write_states(self.state, updates, removals)
         self._slot, self._read, self._found = {}, {}, set()
