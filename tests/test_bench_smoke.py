@@ -54,6 +54,15 @@ def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:
     assert stream["cold_start_s"] > 0 and stream["steady_batches"] >= 1
     assert stream["records"] == 3000  # the heartbeats count Kafka records, not the source's packed rows
     assert main["ratios"]["streamwarden_vs_baseline"] > 0
+    goals = {g["name"]: g for g in results["goals"]}  # every goal listed; what this run did not measure: not met
+    assert goals["throughput, default run"]["figure"] == main["ratios"]["streamwarden_vs_baseline"]
+    assert goals["cold start"]["figure"] == stream["cold_start_s"]
+    assert goals["peak RSS, default run"]["figure"] == stream["peak_rss_mib"]
+    unmeasured = {"vs Quix, default run", "throughput, batches <= 100,000", "vs Quix, batches <= 100,000",
+                  "fixed cost per batch", "200k sessions", "60 topics", "p95 latency at half load",
+                  "restart after kill -9", "RSS flat from 200 to 200k sessions"}
+    assert {n for n, g in goals.items() if g["figure"] is None and g["met"] is None} == unmeasured
+    assert "| goal | target | this run | met |" in document.with_suffix(".md").read_text()
     compaction = results["compaction"]
     assert (compaction["files"], compaction["files_after"], compaction["vacuum_deleted"]) == (40, 4, 100)
     assert compaction["ratio_to_baseline"] > 0 and compaction["ratio_with_proof"] > 0

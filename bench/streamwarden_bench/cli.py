@@ -32,6 +32,7 @@ from streamwarden.settings import parse_duration
 
 from .compaction import run_compaction_bench
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
+from .goals import check_goals
 from .report import chart, markdown, rate, ratios, restart_brief, restart_chart
 from .restarts import RestartBenchSpec, run_restart_bench
 from .sinks import alternate, run_ref, summary
@@ -81,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--scaling-topics", type=_ints, default=[3, 60])
     add("--scaling-rows", type=int, default=10, help="rows per snapshot in the scaling runs")
     add("--scaling-messages", type=int, default=500_000)
+    add("--scaling-batches", type=_ints, default=[100_000],
+        help="batch size caps measured on the main workload's shape (scaling messages), with the peer")
     add("--scaling-quix", action="store_true", help="run the peer in the scaling series too")
     add("--compare-sink-ref", metavar="REF", default=None,
         help="also run the job of commit REF (e.g. aa2af02, the manifest sink) on the main workload, alternating "
@@ -133,12 +136,14 @@ class Bench:
                             messages=a.messages, seed=a.seed, pad_to=a.pad_to)
         return replace(base, **changes)
 
-    def case(self, name: str, spec: WorkloadSpec, *, quix: bool, full: bool, sinks: bool = False) -> dict[str, Any]:
+    def case(self, name: str, spec: WorkloadSpec, *, quix: bool, full: bool, sinks: bool = False,
+             batch: int | None = None) -> dict[str, Any]:
         """Produce ``spec`` and measure every engine on it; each engine's failure is recorded, not raised.
 
         With ``sinks`` (and a ref to compare with), the sink comparison runs after the baseline and the peer;
         without the latency phase its first Delta run is the Streamwarden result, with it (which produces
-        more messages) the Streamwarden run follows the comparison.
+        more messages) the Streamwarden run follows the comparison. ``batch`` caps the job's batches lower
+        than :meth:`max_offsets` would.
         """
         folder = self.work / name
         self.say(f"[{name}] producing {spec.messages:,} messages ({spec.topics} topics, {spec.sessions} sessions)")
@@ -163,7 +168,7 @@ class Bench:
             case["streamwarden"] = next(r for r in case["sinks"]["runs"] if r["sink"] == "delta")
         else:
             self.measure(name, case, "streamwarden",
-                         lambda: self.streamwarden(workload, folder / "streamwarden", full))
+                         lambda: self.streamwarden(workload, folder / "streamwarden", full, batch))
         case["ratios"] = ratios(case)
         return case
 
@@ -202,9 +207,9 @@ class Bench:
         cap: int = self.args.max_offsets_per_trigger
         return min(cap, -(-workload.messages // 4))
 
-    def streamwarden(self, workload: Any, home: Path, full: bool) -> dict[str, Any]:
+    def streamwarden(self, workload: Any, home: Path, full: bool, batch: int | None = None) -> dict[str, Any]:
         a = self.args
-        max_offsets = self.max_offsets(workload)
+        max_offsets = min(self.max_offsets(workload), batch or self.max_offsets(workload))
         job, result = run_throughput(workload, home, max_offsets, a.trigger, a.timeout)
         result["max_offsets_per_trigger"] = max_offsets
         ends, expected = workload.ends, workload.expected
@@ -236,6 +241,10 @@ class Bench:
                 continue
             measured.add((spec.topics, spec.sessions))
             yield {"axis": axis, "value": value, **self.case(f"{axis}-{value}", spec, quix=a.scaling_quix, full=False)}
+        for batch in a.scaling_batches:  # the main workload's shape, smaller, at a lower cap: with the peer
+            spec = self.spec(f"b{batch}", messages=a.scaling_messages)
+            yield {"axis": "batch", "value": batch, **self.case(f"batch-{batch}", spec, quix=True, full=False,
+                                                               batch=batch)}
 
 
 def _brief(result: dict[str, Any]) -> str:
@@ -303,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         """Write the results so far (after every case: a long run that is stopped keeps what it measured)."""
         results["meta"]["elapsed_s"] = round(time.monotonic() - started, 1)
         results["verified"] = all_verified(results)
+        if "main" in results:
+            results["goals"] = [goal.to_json() for goal in check_goals(results)]
         args.results_dir.mkdir(parents=True, exist_ok=True)
         stem.parent.joinpath(f"{stem.name}.json").write_text(json.dumps(results, indent=2, sort_keys=True,
                                                                        default=str) + "\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .goals import check_goals, goal_lines
+
 ENGINES = ("baseline", "streamwarden", "quix")
 
 
@@ -33,11 +35,12 @@ def _cell(value: Any) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """Tables for docs/benchmarks.md: the main case, then the scaling series."""
+    """Tables for docs/benchmarks.md: the goals, the main case, then the scaling series."""
     main = results["main"]
     w = main["workload"]
     lines = [f"Workload: {w['messages']:,} messages, {w['topics']} topics x {w['partitions']} partitions, "
              f"{w['sessions']} sessions x {w['rows']} rows, seed {w['seed']}.", "",
+             *goal_lines(check_goals(results)), "",
              "| engine | msg/s (steady) | x baseline | peak RSS MiB | peak PSS MiB | verified |",
              "| --- | --- | --- | --- | --- | --- |"]
     base = rate(main.get("baseline"))
