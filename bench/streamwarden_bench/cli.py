@@ -209,7 +209,7 @@ class Bench:
 
     def streamwarden(self, workload: Any, home: Path, full: bool, batch: int | None = None) -> dict[str, Any]:
         a = self.args
-        max_offsets = min(self.max_offsets(workload), batch or self.max_offsets(workload))
+        max_offsets = self.max_offsets(workload) if batch is None else min(batch, self.max_offsets(workload))
         job, result = run_throughput(workload, home, max_offsets, a.trigger, a.timeout)
         result["max_offsets_per_trigger"] = max_offsets
         ends, expected = workload.ends, workload.expected
