@@ -18,7 +18,9 @@ def test_each_goal_reads_its_figure_and_the_limits_hold_at_their_edges() -> None
         "meta": {"options": {"trigger": "4s"}},
         "main": {"ratios": {"streamwarden_vs_baseline": 0.5, "streamwarden_vs_quix": 1.99},
                  "streamwarden": {"cold_start_s": 25.0, "restart_s": 30.01, "peak_rss_mib": 3072.0,
-                                  "latency_s": {"p95": 6.0}, "fixed_cost": {"duration_s": {"p50": 0.51}}}},
+                                  "latency_s": {"p95": 6.0},
+                                  "fixed_cost": {"duration_s": {"p50": 0.51},
+                                                 "spark_floor": {"duration_s": {"p50": 0.4}}}}},
         "scaling": [case("sessions", 200, 0.45, 2000.0), case("sessions", 200_000, 0.25, 2200.0),
                     case("topics", 60, 0.29, 1900.0), case("batch", 100_000, 0.51, 2100.0, cap=100_000, quix=2.0)],
     }
@@ -35,6 +37,7 @@ def test_each_goal_reads_its_figure_and_the_limits_hold_at_their_edges() -> None
     assert goals["p95 latency at half load"].target == "<= trigger + 2 s = 6 s"
     assert goals["throughput, batches <= 100,000"].shown == "0.510x (batches of 100000 records)"
     assert goals["RSS flat from 200 to 200k sessions"].shown == "2,000 -> 2,200 MiB (+10%)"
+    assert goals["fixed cost per batch"].shown == "0.51 s (Spark's floor 0.4 s)"
 
 
 def test_a_goal_the_run_did_not_measure_is_not_met_and_says_so() -> None:

@@ -32,6 +32,7 @@ from streamwarden.settings import parse_duration
 
 from .compaction import run_compaction_bench
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
+from .floor import run_floor
 from .goals import check_goals
 from .report import chart, markdown, rate, ratios, restart_brief, restart_chart
 from .restarts import RestartBenchSpec, run_restart_bench
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--fixed-cost-seconds", type=float, default=45.0,
         help="after the restart, seconds of a trickle whose batches measure the fixed cost per batch (0: none)")
     add("--fixed-cost-rate", type=float, default=40.0, help="msg/s of that trickle")
+    add("--floor-seconds", type=float, default=30.0,
+        help="after the job, seconds of Spark's own minimal stateful query, the floor under the fixed cost (0: none)")
     add("--no-quix", action="store_true", help="do not run the peer")
     add("--quix-python", type=Path, default=QUIX_PYTHON)
     add("--skip-scaling", action="store_true")
@@ -227,6 +230,11 @@ class Bench:
         finally:
             job.stop()
         result["verification"] = verify_streamwarden(job.settings.root("output"), ends, expected).to_json()
+        if "fixed_cost" in result and a.floor_seconds > 0:
+            try:
+                result["fixed_cost"]["spark_floor"] = run_floor(home / "floor", a.floor_seconds, a.timeout)
+            except Exception as exc:  # recorded; the job's figures stand
+                result["fixed_cost"]["spark_floor"] = {"error": f"{type(exc).__name__}: {exc}"}
         return result
 
     def scaling(self) -> Iterator[dict[str, Any]]:

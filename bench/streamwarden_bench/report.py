@@ -66,6 +66,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"Fixed cost per batch ({fixed['batches']} batches of ~{fixed['records_p50']:,.0f} records at "
                      f"{fixed['target_rate']:,.0f} msg/s): p50 {fixed['duration_s'].get('p50')} s, p95 "
                      f"{fixed['duration_s'].get('p95')} s, max {fixed['duration_s']['max']} s (ms per batch: {split}).")
+        lines += floor_lines(fixed)
     for table, times in sorted(stream.get("delta_commit_ms", {}).items()):
         lines.append(f"Delta commit of a batch to {table} (driver: list files, read footers, commit): "
                      f"p50 {times.get('p50')} ms, p95 {times.get('p95')} ms, max {times['max']} ms "
@@ -87,6 +88,25 @@ def markdown(results: dict[str, Any]) -> str:
                          f"| {_cell(case['ratios']['streamwarden_vs_baseline'])} | {_cell(rate(case.get('quix')))} "
                          f"| {rss} | {_cell((case.get('streamwarden') or {}).get('peak_pss_mib'))} |")
     return "\n".join(lines) + "\n"
+
+
+def floor_lines(fixed: dict[str, Any]) -> list[str]:
+    """What of the fixed cost is not the job's code: Spark's floor (:mod:`.floor`) and the broker's answers."""
+    lines = []
+    floor = fixed.get("spark_floor") or {}
+    if floor.get("duration_s"):
+        split = ", ".join(f"{k} {v}" for k, v in floor["durations_ms_per_batch"].items())
+        lines.append(f"Spark's own floor under it (a minimal stateful query on the job's Spark settings, "
+                     f"{floor['rows_per_batch']} rows over {floor['keys']} keys, no Kafka, no files, no Delta; "
+                     f"{floor['batches']} batches): p50 {floor['duration_s'].get('p50')} s, p95 "
+                     f"{floor['duration_s'].get('p95')} s (ms per batch: {split}).")
+    elif "error" in floor:
+        lines.append(f"Spark's own floor: not measured ({floor['error']}).")
+    query = fixed.get("offsets_query_ms") or {}
+    if query:
+        lines.append(f"The broker's answer to the source's offsets query at a trigger (list topics, list offsets, "
+                     f"fetch the ends), after the run: p50 {query.get('p50')} ms, p95 {query.get('p95')} ms.")
+    return lines
 
 
 def compaction_lines(c: dict[str, Any]) -> list[str]:
