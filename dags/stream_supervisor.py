@@ -36,9 +36,10 @@ run's log). A run of this DAG already under way finishes first (`max_active_runs
 - **keeping up** (judged only while records wait, after a process's first batch): processed >=
   `KEEPUP_RATIO` (0.8) x input rows/s, and batch duration <= `BATCH_OVERRUN` (3) x trigger interval.
 - **lag**: high watermark - committed offset per partition, max and total; Burrow's rules over the last
-  `LAG_WINDOW` (10) checks of the current start: OK; WARN (offsets move, lag never shrinks); STALL (offset
-  still, lag stays or grows); STOP (nothing committed for longer than the window's commits span); ERR (offset
-  rewound). Before the first commit of a start it is STARTING (no alarm: the first batch is running).
+  `LAG_WINDOW` (10) checks of the current start: OK; WARN (offsets move, lag never shrinks over a full
+  window); STALL (offset still, lag stays or grows); STOP (nothing committed for longer than the window's
+  commits span); ERR (offset rewound). Before the first commit of a start it is STARTING (no alarm: the
+  first batch is running).
 - **retention risk**: the oldest unprocessed record is older than `RETENTION_RISK` (0.5) x the topic's
   `retention.ms` (a topic that does not report `retention.ms` has unknown retention: no verdict).
 - **backoff**: the k-th start within an hour waits `BACKOFF_BASE` (30s) x 2^(k-2) after the previous one,

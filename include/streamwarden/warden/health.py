@@ -370,7 +370,7 @@ def _judge_lag(settings: Settings, committed: OffsetDoc, broker: BrokerView, sta
             window = slide([LagObservation.from_json(r) for r in state.lag.get(key, [])], observation,
                            warden.lag_window)
             windows[key] = [o.to_json() for o in window]
-            status = evaluate(window, now)
+            status = evaluate(window, now, warden.lag_window)
         retention = broker.retention_ms.get(tp.topic)
         age = broker.oldest_unprocessed_age_s.get(tp)
         at_risk = retention is not None and retention > 0 and age is not None and \

@@ -7,7 +7,10 @@ Burrow's order, for a window in which the lag was never zero (any zero lag means
 * ``ERR``: the committed offset went backwards, or is beyond the high watermark (rewind, topic recreated);
 * ``STOP``: nothing committed for longer than the window's commits span (the consumer stopped);
 * ``STALL``: the committed offset did not move over the window while the lag stayed or grew;
-* ``WARN``: offsets move but the lag never shrank over the window (falling behind);
+* ``WARN``: offsets move but the lag never shrank over a *full* window (falling behind): with records
+  arriving all the time the lag is never zero, and whether it grew between two or three checks is the chance
+  of when they fell between batches, so a trend needs the window's ``size`` checks, as Burrow's needs its
+  window of offsets;
 * else ``OK``. A window of fewer than two observations is ``OK`` unless it shows ``ERR``.
 
 A window holds only the checks of the current start of the stream (``start``: when its process took the
@@ -60,8 +63,9 @@ class LagObservation:
         return cls(float(row[0]), int(row[1]), int(row[2]), float(row[3]), float(row[4]) if len(row) > 4 else 0.0)
 
 
-def evaluate(window: list[LagObservation], now: float) -> LagStatus:
-    """Burrow's status of one partition from its observations (oldest first)."""
+def evaluate(window: list[LagObservation], now: float, size: int) -> LagStatus:
+    """Burrow's status of one partition from its observations (oldest first); ``size``: how many a full window
+    holds."""
     if not window:
         return LagStatus.OK
     if any(o.committed > o.high_watermark for o in window) or any(
@@ -74,7 +78,7 @@ def evaluate(window: list[LagObservation], now: float) -> LagStatus:
         return LagStatus.STOP
     if last.committed == first.committed:
         return LagStatus.STALL
-    if all(b.lag >= a.lag for a, b in pairwise(window)):
+    if len(window) >= size and all(b.lag >= a.lag for a, b in pairwise(window)):
         return LagStatus.WARN
     return LagStatus.OK
 
