@@ -23,16 +23,12 @@ import gc
 YOUNG_ALLOCATIONS = 20_000
 """Net allocations between young-generation collections in a worker (older generations keep their ratios)."""
 
-_frozen = False
-
 
 def spread_collections() -> None:
     """Collect the young generation every :data:`YOUNG_ALLOCATIONS` allocations in this process, and, the first
     time in a process, collect once and freeze what survives (its imports) out of every later collection."""
-    global _frozen
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_ALLOCATIONS, older, oldest)
-    if not _frozen:
+    if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
-        _frozen = True
