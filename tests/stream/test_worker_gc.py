@@ -1,5 +1,6 @@
-"""Garbage collection in the job's Python workers (:mod:`streamwarden.stream.worker_gc`), in a fresh interpreter
-each: freezing is for the life of a process."""
+"""Garbage collection in the job's Python workers (:mod:`streamwarden.stream.worker_gc`), each case in a fresh
+interpreter (freezing is for the life of a process), its tasks run the way PySpark's daemon runs them in a
+reused worker: the task calls :func:`spread_collections` first, and a full collection follows it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from pathlib import Path
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 
-WORKER = textwrap.dedent("""
+PRELUDE = textwrap.dedent("""
     import gc, json, weakref
-    import pyarrow, pandas  # what a worker imports before its first task
     from streamwarden.stream.worker_gc import YOUNG_ALLOCATIONS, spread_collections
 
     class Node:
@@ -22,36 +22,56 @@ WORKER = textwrap.dedent("""
     def cycle():
         a, b = Node(), Node()
         a.other, b.other = b, a
-        return weakref.ref(a)
+        return a
 
-    before_freeze = cycle()  # garbage when the first task starts: collected, not frozen
-    spread_collections()
-    frozen = gc.get_freeze_count()
-    young = gc.get_threshold()[0]
-    after_freeze = cycle()  # garbage of a task: still collected
-    spread_collections()  # the next task
-    collected = gc.collect()
-    print(json.dumps({"frozen": frozen, "frozen_again": gc.get_freeze_count(), "young": young,
-                      "young_wanted": YOUNG_ALLOCATIONS, "cycle_before_freeze_gone": before_freeze() is None,
-                      "cycle_after_freeze_gone": after_freeze() is None, "collected": collected,
-                      "tracked_outside_freeze": len(gc.get_objects())}))
+    def task(imports=()):
+        setup = cycle()  # made before the task's first call (PySpark's command, the reader, the processor)
+        spread_collections()
+        for name in imports:
+            __import__(name)
+        garbage = weakref.ref(cycle())  # garbage the task leaves
+        gone = weakref.ref(setup)
+        del setup
+        gc.collect()  # the daemon's collection after the task
+        return garbage() is None and gone() is None
 """)
 
 
-def run_worker() -> dict[str, int | bool]:
-    out = subprocess.run([sys.executable, "-c", WORKER], check=True, capture_output=True, text=True,
+def run_worker(body: str) -> dict[str, object]:
+    script = PRELUDE + textwrap.dedent(body)
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True,
                          env={"PYTHONPATH": str(INCLUDE)}, timeout=120)
-    result: dict[str, int | bool] = json.loads(out.stdout)
+    result: dict[str, object] = json.loads(out.stdout)
     return result
 
 
-def test_a_worker_freezes_its_start_up_objects_once_and_still_collects_its_tasks_cycles() -> None:
-    result = run_worker()
+def test_a_workers_first_task_freezes_its_imports_out_of_the_collections_after_every_task() -> None:
+    result = run_worker("""
+        import pyarrow, pandas  # what the daemon's fork has imported before the first task
+        task()
+        print(json.dumps({"frozen": gc.get_freeze_count(), "walked_by_a_collection": len(gc.get_objects()),
+                          "young": gc.get_threshold()[0], "young_wanted": YOUNG_ALLOCATIONS}))
+    """)
     assert result["young"] == result["young_wanted"]
-    # the imports (pandas, pyarrow) are tens of thousands of objects, out of every later collection
-    assert result["frozen"] > 20_000
-    assert result["frozen_again"] == result["frozen"], "a later task must not freeze its own objects"
-    assert result["cycle_before_freeze_gone"], "garbage at the first task is collected before the freeze"
-    assert result["cycle_after_freeze_gone"] and result["collected"] >= 2, "a task's cycles are still collected"
-    # what a full collection walks after the freeze: the objects made since, not the imports
-    assert result["tracked_outside_freeze"] < result["frozen"] // 10
+    assert isinstance(result["frozen"], int) and result["frozen"] > 20_000  # pandas and pyarrow
+    assert isinstance(result["walked_by_a_collection"], int)
+    assert result["walked_by_a_collection"] < result["frozen"] // 10
+
+
+def test_what_a_later_task_imports_is_frozen_at_the_next_task_and_then_nothing_more() -> None:
+    result = run_worker("""
+        task()
+        first = gc.get_freeze_count()
+        task(imports=["pandas"])  # a worker's first session task after a Kafka read
+        imported = len(gc.get_objects())  # walked by the daemon's collection until the next task
+        task()
+        second = gc.get_freeze_count()
+        collected = [task() for _ in range(200)]
+        print(json.dumps({"first": first, "imported": imported, "second": second,
+                          "after": gc.get_freeze_count(), "collected": all(collected)}))
+    """)
+    assert isinstance(result["imported"], int) and result["imported"] > 20_000
+    assert isinstance(result["second"], int) and isinstance(result["first"], int)
+    assert result["second"] >= result["first"] + result["imported"] // 2, "the later imports are frozen"
+    assert result["after"] == result["second"], "steady tasks freeze nothing more"
+    assert result["collected"] is True, "every steady task's cycles, setup included, are collected"
