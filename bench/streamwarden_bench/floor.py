@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from streamwarden.settings import load_settings
-from streamwarden.stream.memory import launch_env
+from streamwarden.stream.process_setup import launch_env
 
 from .measure import percentiles
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamwarden.settings import Settings
-from streamwarden.stream.memory import DRIVER_MEMORY, MALLOC
+from streamwarden.stream.process_setup import DRIVER_MEMORY, MALLOC
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

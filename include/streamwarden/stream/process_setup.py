@@ -1,4 +1,4 @@
-"""The memory of the stream's processes that must be set before they start: the driver's heap and glibc's malloc.
+"""What the stream's processes must be given before they start: the driver's heap, its JIT and collector, malloc.
 
 Imports no pyspark: the warden gives these to spark-submit (:func:`launch_env`), and the job's Spark
 configuration (:func:`~streamwarden.stream.spark_session.spark_conf`) names the same values.
@@ -13,6 +13,13 @@ from streamwarden.settings import Settings
 DRIVER_MEMORY = "640m"
 """The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
 RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
+DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+"""The driver JVM's compiler and collector (docs/benchmarks.md, tenth pass). A micro-batch runs much of Spark's
+code once (analysis, optimization, planning, the progress events): the JVM's optimizing compiler (C2) was still
+compiling after 18 batches, 44% of the JVM's CPU over batches 3-18 at 100k-record batches on 2 cores. The
+quick compiler alone (C1) cost 0.03 core-seconds a batch where C2 had cost 0.43, and the tasks' own threads
+ran as fast. The serial collector does without G1's concurrent marking threads and barriers on a heap this
+small (the JVM's CPU over those batches 14.8 -> 9.4 -> 7.9 core-seconds)."""
 MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
 """glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
 200k-session benchmarks (docs/benchmarks.md, sixth pass):
@@ -34,8 +41,11 @@ def launch_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
     heap set there (``spark.driver.memory`` in :func:`~streamwarden.stream.spark_session.spark_conf`) would be
     silently ignored (the JVM ran with spark-submit's 1 GiB default). ``SPARK_DRIVER_MEMORY`` is what
     spark-submit reads when its command line does not name one (a Spark connection's ``--driver-memory`` still
-    wins). :data:`MALLOC` reaches the driver JVM and the Python processes it starts; a value in ``base`` (the
-    operator's environment) is kept.
+    wins). ``SPARK_SUBMIT_OPTS`` carries :data:`DRIVER_JAVA_OPTIONS` to the driver's JVM (a connection's
+    ``spark.driver.extraJavaOptions`` come after them, so they win, but must not name another collector: the JVM
+    refuses two). :data:`MALLOC` reaches the driver JVM and the Python processes it starts. A value in ``base``
+    (the operator's environment) is kept: an operator's ``SPARK_SUBMIT_OPTS`` replaces the driver's options.
     """
     return {"SPARK_DRIVER_MEMORY": settings.spark_conf.get("spark.driver.memory", DRIVER_MEMORY),
+            "SPARK_SUBMIT_OPTS": base.get("SPARK_SUBMIT_OPTS", " ".join(DRIVER_JAVA_OPTIONS)),
             **{name: base.get(name, value) for name, value in MALLOC.items()}}
