@@ -51,30 +51,44 @@ class Sampler:
 
 
 class PeakRss(Sampler):
-    """Samples the summed RSS and PSS of a set of processes.
+    """Samples the summed RSS of a set of processes every ``interval``, and their summed PSS every ``pss_every``-th
+    sample.
 
     ``processes`` is called at every sample, so workers that come and go are counted while alive. RSS counts
     a page shared by several processes (a forked Python worker's interpreter and libraries, shared with its
     daemon) once per process; PSS splits it between them, so the summed PSS is the memory the set holds.
+    RSS is read from each process's counters (~0.2 ms for the job's 15 processes); PSS only by the kernel
+    walking every page of every process: 42 ms of CPU a sample for the job's tree on 2 cores, which at every
+    half second took 4% of the machine from the job it measured (and next to nothing from the one-process
+    engines). Hence the coarser PSS peak: every 2 s by default.
     """
 
-    def __init__(self, processes: Callable[[], list[psutil.Process]], interval: float = 0.5) -> None:
+    def __init__(self, processes: Callable[[], list[psutil.Process]], interval: float = 0.5,
+                 pss_every: int = 4) -> None:
         super().__init__(interval)
         self._processes = processes
+        self._pss_every = pss_every
+        self.samples = 0
         self.peak_bytes = 0
         self.peak_pss_bytes = 0
 
     def sample(self) -> None:
+        with_pss = self.samples % self._pss_every == 0
+        self.samples += 1
         rss = pss = 0
         for process in self._processes():
             try:
-                memory = process.memory_full_info()
+                if with_pss:
+                    full = process.memory_full_info()
+                    rss += full.rss
+                    pss += getattr(full, "pss", full.rss)  # Linux has PSS; elsewhere count RSS
+                else:
+                    rss += process.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            rss += memory.rss
-            pss += getattr(memory, "pss", memory.rss)  # Linux has PSS; elsewhere count RSS
         self.peak_bytes = max(self.peak_bytes, rss)
-        self.peak_pss_bytes = max(self.peak_pss_bytes, pss)
+        if with_pss:
+            self.peak_pss_bytes = max(self.peak_pss_bytes, pss)
 
     @property
     def peak_mib(self) -> float:
