@@ -15,7 +15,7 @@ class CountedProcess(psutil.Process):
     full_reads = 0
 
     def memory_full_info(self) -> Any:
-        type(self).full_reads += 1
+        self.full_reads += 1
         return super().memory_full_info()
 
 
@@ -26,5 +26,5 @@ def test_the_sampler_reads_pss_at_every_fourth_sample_and_reports_both_peaks() -
             time.sleep(0.01)
     samples = sampler.samples
     assert samples >= 40
-    assert CountedProcess.full_reads == (samples + 3) // 4  # samples 0, 4, 8, ...
+    assert process.full_reads == (samples + 3) // 4  # samples 0, 4, 8, ...
     assert 0 < sampler.peak_pss_mib <= sampler.peak_mib  # the PSS of a sample is never above its RSS

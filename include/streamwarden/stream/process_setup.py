@@ -46,6 +46,6 @@ def launch_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
     refuses two). :data:`MALLOC` reaches the driver JVM and the Python processes it starts. A value in ``base``
     (the operator's environment) is kept: an operator's ``SPARK_SUBMIT_OPTS`` replaces the driver's options.
     """
+    defaults = {"SPARK_SUBMIT_OPTS": " ".join(DRIVER_JAVA_OPTIONS), **MALLOC}
     return {"SPARK_DRIVER_MEMORY": settings.spark_conf.get("spark.driver.memory", DRIVER_MEMORY),
-            "SPARK_SUBMIT_OPTS": base.get("SPARK_SUBMIT_OPTS", " ".join(DRIVER_JAVA_OPTIONS)),
-            **{name: base.get(name, value) for name, value in MALLOC.items()}}
+            **{name: base.get(name, value) for name, value in defaults.items()}}
