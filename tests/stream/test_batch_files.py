@@ -33,7 +33,16 @@ from streamwarden.stream.sessions.packing import (
     with_session_buckets,
 )
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema
-from streamwarden.stream.sink.batch_files import FOLDER_COLUMNS, HIVE_NULL, excluding, folder_runs, with_folder_schema
+from streamwarden.stream.sink import batch_files
+from streamwarden.stream.sink.batch_files import (
+    FOLDER_COLUMNS,
+    HIVE_NULL,
+    BatchFiles,
+    PackedFiles,
+    excluding,
+    folder_runs,
+    with_folder_schema,
+)
 from streamwarden.stream.sink.delta_sink import DeltaSink
 from streamwarden.stream.sink.ranges import TopicPartitionInterval
 from streamwarden.stream.source.schema import ARROW_SCHEMA
@@ -150,6 +159,37 @@ def test_one_job_writes_every_table_and_a_table_without_rows_commits_only_offset
     empty = DeltaTable(str(tmp_path / SESSION_ROWS))
     assert empty.version() == 1 and empty.to_pyarrow_table().num_rows == 0 and not written_folders(
         tmp_path / SESSION_ROWS)
+
+
+def test_a_tasks_payloads_are_written_in_steps_each_a_row_group_of_the_files_it_reaches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task holds one step's rows, not its whole output: 230 rows in steps of 50 make files of several row
+    groups, every row once and in the rows' order, and no hidden file is left."""
+    monkeypatch.setattr(batch_files, "WRITE_ROWS", 50)
+    payloads = [dead_rows("sites-a", 0, range(0, 40)), dead_rows("sites-b", 3, range(0, 30)),
+                dead_rows("sites-a", 0, range(40, 100)), dead_rows("sites-a", 1, range(0, 70)),
+                dead_rows("sites-b", 3, range(30, 60))]
+    packed = [pa.RecordBatch.from_pylist([{"kind": KIND_DEAD, "rows": b.num_rows, "payload": to_ipc(b)} for b in part])
+              for part in (payloads[:2], payloads[2:])]  # the JVM's batches: several payloads each
+    files = BatchFiles(TableLocation(QUARANTINE, tmp_path, {}), "batch-1", KIND_DEAD, "kafka_timestamp",
+                       (FOLDER_COLUMNS["topic"].name,), "zstd")
+    (written,) = PackedFiles((files,))(iter(packed))
+    rows = dict(zip(written["path"].to_pylist(), written["rows"].to_pylist(), strict=True))
+    assert rows.pop(None) == 230  # declared
+    paths = {Path(path).parent.name: path for path in rows}
+    assert sorted(paths) == ["source_topic=sites-a", "source_topic=sites-b"]
+    a, b = (pq.ParquetFile(paths[f"source_topic={topic}"]) for topic in ("sites-a", "sites-b"))
+
+    def groups(file: pq.ParquetFile) -> list[int]:
+        return [file.metadata.row_group(i).num_rows for i in range(file.metadata.num_row_groups)]
+
+    # steps: payloads 1-2 (70 rows), 3 (60), 4 (70), then 5 (30) at the end; at most 50 rows a row group
+    assert groups(a) == [40, 50, 10, 50, 20] and groups(b) == [30, 30]
+    assert [rows[paths["source_topic=sites-a"]], rows[paths["source_topic=sites-b"]]] == [170, 60]
+    assert [(r["partition"], r["offset"]) for r in a.read().to_pylist()] == (
+        [(0, o) for o in range(100)] + [(1, o) for o in range(70)])
+    assert [r["offset"] for r in b.read().to_pylist()] == list(range(60))
+    assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # every file renamed from its hidden name
 
 
 def test_folder_runs_keep_the_rows_order_within_each_folder() -> None:

@@ -27,6 +27,7 @@ hotspot = management.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.mana
 print("PROBE " + json.dumps({"max_heap": jvm.java.lang.Runtime.getRuntime().maxMemory(),
                              "collectors": [bean.getName() for bean in management.getGarbageCollectorMXBeans()],
                              "tiered_stop_at_level": hotspot.getVMOption("TieredStopAtLevel").getValue(),
+                             "min_heap_free_ratio": hotspot.getVMOption("MinHeapFreeRatio").getValue(),
                              "malloc": {name: jvm.java.lang.System.getenv(name) for name in sys.argv[1:]}}))
 spark.stop()
 '''
@@ -34,7 +35,7 @@ spark.stop()
 
 def _driver(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
     """What the driver JVM of ``spark-submit`` started with ``env`` reports: its maximum heap, its collectors, the
-    highest tier its compiler goes to and the variables of :data:`MALLOC`."""
+    highest tier its compiler goes to, when its heap grows and the variables of :data:`MALLOC`."""
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     done = subprocess.run([str(venv_bin() / "spark-submit"), "--master", "local[1]", str(script), *MALLOC], env=env,
@@ -67,6 +68,7 @@ def test_the_driver_jvm_of_spark_submit_gets_the_settings_heap_and_the_quick_com
     assert 600 * 2**20 <= max_heap <= 700 * 2**20, max_heap  # spark-submit's own default is 1 GiB
     assert reported["collectors"] == ["Copy", "MarkSweepCompact"]  # the serial collector's (G1's by default)
     assert reported["tiered_stop_at_level"] == "1"  # C1 only (4, C2, by default)
+    assert reported["min_heap_free_ratio"] == "10"  # the heap grows only when a full collection frees < 10% (40)
     assert reported["malloc"] == MALLOC
 
 

@@ -13,13 +13,17 @@ from streamwarden.settings import Settings
 DRIVER_MEMORY = "640m"
 """The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
 RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
-DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-"""The driver JVM's compiler and collector (docs/benchmarks.md, tenth pass). A micro-batch runs much of Spark's
-code once (analysis, optimization, planning, the progress events): the JVM's optimizing compiler (C2) was still
-compiling after 18 batches, 44% of the JVM's CPU over batches 3-18 at 100k-record batches on 2 cores. The
-quick compiler alone (C1) cost 0.03 core-seconds a batch where C2 had cost 0.43, and the tasks' own threads
-ran as fast. The serial collector does without G1's concurrent marking threads and barriers on a heap this
-small (the JVM's CPU over those batches 14.8 -> 9.4 -> 7.9 core-seconds)."""
+DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:MinHeapFreeRatio=10")
+"""The driver JVM's compiler, collector and heap growth (docs/benchmarks.md, tenth and eleventh passes).
+
+- A micro-batch runs much of Spark's code once (analysis, optimization, planning, the progress events): the
+  JVM's optimizing compiler (C2) was still compiling after 18 batches, 44% of the JVM's CPU over batches 3-18 at
+  100k-record batches on 2 cores. The quick compiler alone (C1) cost 0.03 core-seconds a batch where C2 had
+  cost 0.43, and the tasks' own threads ran as fast.
+- The serial collector does without G1's concurrent marking threads and barriers on a heap this small (the
+  JVM's CPU over those batches 14.8 -> 9.4 -> 7.9 core-seconds).
+- The heap grows past its initial size only when a full collection leaves less than 10% of it free (40% by
+  default): at 200k sessions the committed heap had grown 387 -> 534 MiB on short-lived garbage."""
 MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
 """glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
 200k-session benchmarks (docs/benchmarks.md, sixth pass):

@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING, Any
 from streamwarden.settings import Settings
 from streamwarden.stream.process_setup import DRIVER_MEMORY, MALLOC
 
+ARROW_BATCH_BYTES = 4 * 1024 * 1024
+"""The most bytes of rows the JVM puts in one Arrow batch for a Python worker (at 200k sessions the job's peak RSS
+2,570 -> 2,466 MiB at 16 -> 4 MiB, no slower)."""
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -35,6 +39,11 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # layout of a checkpoint, so existing checkpoints take it too, and can go back.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # The rows going to a Python worker are sent in Arrow batches of at most 10,000 rows by default, and
+        # the packed rows are few and large (an IPC payload each): the JVM gathered a task's whole output for
+        # the batch writer before it sent any, in the heap and in Arrow's buffers, which keep their largest
+        # size. A bound in bytes streams it instead (docs/benchmarks.md, eleventh pass).
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
         # Python workers allocate Arrow buffers with malloc, which hands freed memory back; Arrow's jemalloc
         # pool kept it (peak RSS of the 2M-record benchmark 4.46 GiB with it, 3.96 GiB without).
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",

@@ -8,18 +8,20 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 
-def regrouped(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
-    """``batches`` (empty ones left out) as tables of at least ``rows`` rows each, the last one smaller: work
-    with a fixed cost per call (a file, an IPC payload) is done on a few large tables, not many small ones."""
+def regrouped(batches: Iterable[pa.RecordBatch], rows: int, max_bytes: int | None = None) -> Iterator[pa.Table]:
+    """``batches`` (empty ones left out) as tables of at least ``rows`` rows, or ``max_bytes`` bytes, each, the
+    last one smaller: work with a fixed cost per call (a file, an IPC payload) is done on a few large tables, not
+    many small ones, and the bytes bound what is held at once when rows are large."""
     pending: list[pa.RecordBatch] = []
-    size = 0
+    size = nbytes = 0
     for batch in batches:
         if batch.num_rows:
             pending.append(batch)
             size += batch.num_rows
-        if size >= rows:
+            nbytes += batch.nbytes
+        if size >= rows or (max_bytes is not None and nbytes >= max_bytes):
             yield pa.Table.from_batches(pending)
-            pending, size = [], 0
+            pending, size, nbytes = [], 0, 0
     if pending:
         yield pa.Table.from_batches(pending)
 

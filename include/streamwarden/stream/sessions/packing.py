@@ -13,8 +13,9 @@ stateful stage's CPU. So rows do not cross it one by one:
 2. **In the operator** (:func:`unpack_records`): a bucket's payloads are read back into one Arrow table,
    sorted by (topic, partition, offset); its columns become Python lists in one call each.
 3. **Out of the operator** (:func:`pack_rows`): the applied rows and the dead letters of a bucket are built
-   column by column as two Arrow record batches with the tables' exact schemas, each one output row
-   ``(kind, rows, payload)``.
+   column by column as Arrow record batches with the tables' exact schemas, one output row
+   ``(kind, rows, payload)`` per kind and chunk of rows
+   (:data:`~streamwarden.stream.sessions.processor.OUTPUT_CHUNK_ROWS`).
 4. **In the batch writer**: the tasks that ran the operator write each table's payloads as its Parquet
    files (:class:`~streamwarden.stream.sink.batch_files.PackedFiles`), checked against the ``rows`` the
    operator declared.
@@ -39,14 +40,16 @@ PACKED_INPUT_SCHEMA = StructType([StructField(SESSION_BUCKET, LongType()), Struc
 """What the operator receives: one row per bucket and read task, the bucket's records as an IPC payload."""
 PACKED_OUTPUT_SCHEMA = StructType([StructField("kind", StringType()), StructField("rows", LongType()),
                                    StructField("payload", BinaryType())])
-"""What the operator emits: per bucket and kind (applied rows, dead letters), their count and payload."""
+"""What the operator emits: per bucket, kind (applied rows, dead letters) and chunk, their count and payload."""
 INPUT_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
 """The Kafka columns a session's records keep."""
 XXHASH_SEED = 42
 """The seed of Spark's ``xxhash64``."""
 RECORD_ORDER = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
 FLUSH_ROWS = 50_000
-"""A read task packs at most this many records at once (bounds its memory on large batches)."""
+FLUSH_BYTES = 8 * 1024 * 1024
+"""A read task packs at most :data:`FLUSH_ROWS` records, or about this many bytes of them, at once (bounds its
+memory on large batches: 50k 10-row snapshots are ~35 MB, 50k updates ~7 MB)."""
 
 
 def session_bucket(key: bytes | None, buckets: int) -> int:
@@ -70,7 +73,7 @@ def with_session_buckets(records: pa.RecordBatch, labels: Sequence[int]) -> pa.R
 
 def pack_by_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Step 1 (``mapInArrow``): a task's records (with ``session_bucket``) as one payload per bucket."""
-    for table in regrouped(batches, FLUSH_ROWS):
+    for table in regrouped(batches, FLUSH_ROWS, FLUSH_BYTES):
         yield _packed(table)
 
 

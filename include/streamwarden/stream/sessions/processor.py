@@ -10,7 +10,8 @@ touches, and their writes (or removals, for ended sessions), go to the state ser
 Per bucket and batch: read the bucket's packed records (:mod:`.packing`) in (topic, partition, offset)
 order -- they arrive after a shuffle, in no particular order -- split them by session in that order, run
 :func:`process_session` over each session, store or release the sessions' states, and return the applied
-rows and the dead letters of all the bucket's sessions as one packed row per kind (``kind`` tells them apart).
+rows and the dead letters of the bucket's sessions as packed rows, one per kind (``kind`` tells them apart)
+and chunk of about :data:`OUTPUT_CHUNK_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ class SessionJobConfig:
     session_timeout_ms: int
     session_slots: int = 0  # the checkpoint's state layout (sessions.session_store); 0: one entry per session
     slot_codec: str = ""  # how the checkpoint's slots are compressed; "": plain
+
+
+OUTPUT_CHUNK_ROWS = 16_384
+"""The operator emits a bucket's output in chunks of about this many rows (applied rows and dead letters), so
+that a worker holds one chunk's rows at a time, not the bucket's: a batch of 10-row snapshots over 200k sessions
+yields ~60k rows per bucket."""
 
 
 def _records_by_session(records: pa.Table) -> dict[str, list[RawRecord]]:
@@ -93,15 +100,29 @@ class SessionProcessor(StatefulProcessor):
         by_session = _records_by_session(unpack_records(payloads))
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         stored = self.store.read(list(by_session), now_ms)
-        results = [self._session(session, records, stored.get(session)) for session, records in by_session.items()]
-        self.store.write({session: None if result.released else (result.meta.to_json(),
+        changes: dict[str, Stored | None] = {}
+        pending: list[SessionResult] = []
+        pending_rows = 0
+        for session, records in by_session.items():
+            result = self._session(session, records, stored.get(session))
+            if not result.released or session in stored:
+                changes[session] = None if result.released else (result.meta.to_json(),
                                                                   self.handler.encode_state(result.state))
-                          for session, result in zip(by_session, results, strict=True)
-                          if not result.released or session in stored}, now_ms)
-        packed = [pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
-                                                             (KIND_DEAD, self._dead(results))) if batch.num_rows]
-        if packed:
-            yield pd.DataFrame(packed, columns=["kind", "rows", "payload"])
+            result.state = None  # stored above: only its rows wait for the output
+            pending.append(result)
+            pending_rows += len(result.rows) + len(result.dead)
+            if pending_rows >= OUTPUT_CHUNK_ROWS:
+                yield self._packed(pending)
+                pending, pending_rows = [], 0
+        self.store.write(changes, now_ms)
+        if pending_rows:
+            yield self._packed(pending)
+
+    def _packed(self, results: list[SessionResult]) -> pd.DataFrame:
+        """The applied rows and dead letters of ``results`` as the operator's output rows (one per kind present)."""
+        return pd.DataFrame([pack_rows(kind, batch) for kind, batch in ((KIND_ROW, self._rows(results)),
+                                                                        (KIND_DEAD, self._dead(results)))
+                             if batch.num_rows], columns=["kind", "rows", "payload"])
 
     def _session(self, session: str, records: list[RawRecord], stored: Stored | None) -> SessionResult:
         """One session's records of this batch, on its stored meta and state (the caller stores the result's)."""

@@ -4,19 +4,21 @@ The session job's operator emits its rows packed as Arrow IPC payloads
 (:mod:`streamwarden.stream.sessions.packing`). Handing them to Spark's Parquet writer would turn every row
 into a JVM row, sort the rows by folder and encode them again: measured on 2 cores, about half of the JVM's
 CPU in a batch. :class:`PackedFiles` (a ``mapInArrow`` function over the packed output) hands each table's
-payloads to its :class:`BatchFiles`, which writes them the way Spark would have, in the layout the sink
-commits (:mod:`.delta_sink`, step 2). Every table of the batch is written by the one job, in the tasks that
-ran the operator: the batch is evaluated once, without caching it.
+payloads, as they arrive, to its :class:`TableFiles`, which writes them the way Spark would have, in the
+layout the sink commits (:mod:`.delta_sink`, step 2). Every table of the batch is written by the one job, in
+the tasks that ran the operator: the batch is evaluated once, without caching it.
 
-1. Read the task's payloads of the table's kind into one Arrow table.
+1. Gather the task's payloads of the table's kind into one Arrow table, :data:`WRITE_ROWS` rows at a time
+   (steps 2-4 run on each such step; the last when the task's input ends).
 2. Leave out the rows of offsets the table already holds (the plan's ``already_committed``; a replay after
    a crash between two tables' commits).
 3. Add the folder columns (:data:`FOLDER_COLUMNS`: the topic, the UTC date and hour of the table's time
    column), all as strings, as Spark's ``date_format`` gives them.
 4. For each combination of the table's partition columns: one file
    ``<batch folder>/<col>=<value>/.../part-<task>.<codec>.parquet`` holding the other columns, in the rows'
-   order (a null value is Hive's default partition, as Spark writes it). The file is written under a hidden
-   name and renamed, so the sink never lists a partial file; the name depends only on the task's partition,
+   order (a null value is Hive's default partition, as Spark writes it), a row group per step that reached it.
+   The file is written under a hidden name and renamed once the task's input has ended, so the sink never
+   lists a partial file; the name depends only on the task's partition,
    so a retried task replaces its own file.
 5. Yield ``(kind, path, rows)`` per file, and ``(kind, null, rows)`` with the rows the operator declared
    for the kind in the task (the payloads' ``rows``): the driver checks that the files hold them all.
@@ -118,9 +120,14 @@ def folder_runs(table: pa.Table, partition_by: Sequence[str]) -> Iterator[tuple[
         yield "/".join(reversed(parts)), rows.slice(start, count)
 
 
+WRITE_ROWS = 65_536
+"""A task writes a table's rows in steps of about this many (its payloads gathered until then), each step a row
+group of every file it reaches: the task holds one step's rows at a time, however many the batch has."""
+
+
 @dataclass(frozen=True)
 class BatchFiles:
-    """Writes the rows of one kind of a batch's packed output as one table's Parquet files (steps 1-4)."""
+    """Where and how one kind of a batch's packed output is written as one table's Parquet files (steps 1-4)."""
 
     location: TableLocation
     folder: str  # the batch folder, relative to the table
@@ -130,23 +137,61 @@ class BatchFiles:
     compression: str
     exclude: tuple[TopicPartitionInterval, ...] = ()
 
-    def write(self, payloads: Sequence[bytes], task: int) -> list[tuple[str, int]]:
-        """Write ``payloads`` (Arrow IPC streams of the table's rows) as the files of ``task``: their paths and rows."""
-        table = excluding(pa.concat_tables([from_ipc(payload) for payload in payloads]), self.exclude)
-        table = with_folder_columns(table, self.time_column)
-        store, table_path = self.location.filesystem()
-        name = f"part-{task:05d}.{self.compression}.parquet"
+    def open(self, task: int) -> TableFiles:
+        """The files of ``task``, written as its payloads are added."""
+        return TableFiles(self, task)
+
+
+class TableFiles:
+    """The files of one table written by one task: payloads in, steps of :data:`WRITE_ROWS` rows out."""
+
+    def __init__(self, files: BatchFiles, task: int) -> None:
+        self.files = files
+        self.name = f"part-{task:05d}.{files.compression}.parquet"
+        self.store, self.table_path = files.location.filesystem()
+        self._pending: list[pa.Table] = []  # step 1: payloads not written yet
+        self._pending_rows = 0
+        self._writers: dict[str, tuple[str, pq.ParquetWriter]] = {}  # folder -> (its hidden file, its writer)
+        self._rows: dict[str, int] = {}  # folder -> rows written
+
+    def add(self, payload: bytes) -> None:
+        """Take one payload (an Arrow IPC stream of the table's rows); writes a step when enough are pending."""
+        table = from_ipc(payload)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= WRITE_ROWS:
+            self._write()
+
+    def close(self) -> list[tuple[str, int]]:
+        """Write what is pending, finish every file and give it its name: their paths and rows."""
+        self._write()
         written = []
-        with self.location.reaching():
-            for relative, part in folder_runs(table, self.partition_by):
-                folder = "/".join(p for p in (table_path, self.folder, relative) if p)
-                store.create_dir(folder, recursive=True)
-                hidden = f"{folder}/.{name}.inprogress"
-                pq.write_table(part, hidden, filesystem=store,
-                               compression="NONE" if self.compression == "none" else self.compression)
-                store.move(hidden, f"{folder}/{name}")
-                written.append((f"{folder}/{name}", part.num_rows))
+        with self.files.location.reaching():
+            for folder, (hidden, writer) in self._writers.items():
+                writer.close()
+                self.store.move(hidden, f"{folder}/{self.name}")
+                written.append((f"{folder}/{self.name}", self._rows[folder]))
         return written
+
+    def _write(self) -> None:
+        """Steps 2-4 over the pending payloads: each folder's rows appended to its file."""
+        if not self._pending:
+            return
+        files = self.files
+        table = with_folder_columns(excluding(pa.concat_tables(self._pending), files.exclude), files.time_column)
+        self._pending, self._pending_rows = [], 0
+        with files.location.reaching():
+            for relative, part in folder_runs(table, files.partition_by):
+                folder = "/".join(p for p in (self.table_path, files.folder, relative) if p)
+                if folder not in self._writers:
+                    self.store.create_dir(folder, recursive=True)
+                    hidden = f"{folder}/.{self.name}.inprogress"
+                    compression = "NONE" if files.compression == "none" else files.compression
+                    self._writers[folder] = hidden, pq.ParquetWriter(hidden, part.schema, filesystem=self.store,
+                                                                     compression=compression)
+                    self._rows[folder] = 0
+                self._writers[folder][1].write_table(part, row_group_size=WRITE_ROWS)
+                self._rows[folder] += part.num_rows
 
 
 @dataclass(frozen=True)
@@ -156,22 +201,23 @@ class PackedFiles:
     tables: tuple[BatchFiles, ...]  # the tables the batch still writes, each of its own kind
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = TaskContext.get()
+        index = 0 if task is None else task.partitionId()
         wanted = {files.kind: files for files in self.tables}
-        payloads: dict[str, list[bytes]] = {kind: [] for kind in wanted}
+        opened: dict[str, TableFiles] = {}
         declared = dict.fromkeys(wanted, 0)
         for batch in batches:
             for kind, rows, payload in zip(batch["kind"].to_pylist(), batch["rows"].to_pylist(),
                                            batch["payload"].to_pylist(), strict=True):
                 if kind in wanted and payload is not None:
-                    payloads[kind].append(payload)
+                    if kind not in opened:
+                        opened[kind] = wanted[kind].open(index)
+                    opened[kind].add(payload)
                     declared[kind] += rows
-        task = TaskContext.get()
-        index = 0 if task is None else task.partitionId()
         out: list[tuple[str, str | None, int]] = []
-        for kind, files in wanted.items():
-            if payloads[kind]:
-                out.append((kind, None, declared[kind]))
-                out.extend((kind, path, rows) for path, rows in files.write(payloads[kind], index))
+        for kind, files in opened.items():
+            out.append((kind, None, declared[kind]))
+            out.extend((kind, path, rows) for path, rows in files.close())
         if out:
             kinds, paths, counts = zip(*out, strict=True)
             yield pa.RecordBatch.from_arrays([pa.array(kinds, pa.string()), pa.array(paths, pa.string()),
