@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=1)
     add("--max-offsets-per-trigger", type=int, default=500_000,
         help="batch size cap (lowered to a quarter of the messages, so that 3 batches follow the first)")
-    add("--trigger", default="5s", help="STREAMWARDEN_TRIGGER_INTERVAL (default: the job's default, %(default)s)")
+    add("--trigger", default="3s", help="STREAMWARDEN_TRIGGER_INTERVAL (default: the job's default, %(default)s)")
     add("--latency-seconds", type=float, default=60.0,
         help="seconds at half the steady rate for latency; as long again for the kill -9 restart")
     add("--skip-latency", action="store_true", help="no latency, restart and fixed cost phases")
