@@ -17,7 +17,7 @@ def test_defaults_derive_every_root_from_home(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path)
     assert settings.root("output") == tmp_path / "output"
     assert settings.checkpoint_location == tmp_path / "checkpoint" / "streamwarden"
-    assert settings.integrity_tier == "strict" and settings.trigger_interval == 5.0
+    assert settings.integrity_tier == "strict" and settings.trigger_interval == 3.0
 
 
 def test_public_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

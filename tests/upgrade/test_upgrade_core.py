@@ -85,19 +85,19 @@ def test_a_release_is_a_file_inside_the_releases_folder_with_settings_a_release_
 
 def test_the_active_release_applies_over_the_environment_and_keeps_the_previous(settings: Settings) -> None:
     _release(settings, "v2", "trigger_interval: 2s\n")
-    _release(settings, "v3", "trigger_interval: 3s\nmax_offsets_per_trigger: 100\n")
-    assert load_release_settings().trigger_interval == 5.0 and read_active(settings) is None
+    _release(settings, "v3", "trigger_interval: 4s\nmax_offsets_per_trigger: 100\n")
+    assert load_release_settings().trigger_interval == 3.0 and read_active(settings) is None  # the default
     activate(settings, read_release(settings, "v2"), owner=OWNER)
     assert load_release_settings().trigger_interval == 2.0
     active = activate(settings, read_release(settings, "v3"), owner=OWNER)
     assert active is not None and active.previous is not None and active.previous.name == "v2"
     assert activate(settings, read_release(settings, "v3"), owner=OWNER) == active  # a re-run changes nothing
     now = load_release_settings()
-    assert (now.trigger_interval, now.max_offsets_per_trigger) == (3.0, 100)
+    assert (now.trigger_interval, now.max_offsets_per_trigger) == (4.0, 100)
     activate(settings, active.previous, owner=OWNER)
     assert load_release_settings().max_offsets_per_trigger is None  # a release replaces, never adds up
     activate(settings, None, owner=OWNER)
-    assert read_active(settings) is None and load_release_settings().trigger_interval == 5.0
+    assert read_active(settings) is None and load_release_settings().trigger_interval == 3.0
 
 
 def test_session_rows_schema_is_what_spark_writes() -> None:
