@@ -23,7 +23,7 @@ DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:MinHe
 - The serial collector does without G1's concurrent marking threads and barriers on a heap this small (the
   JVM's CPU over those batches 14.8 -> 9.4 -> 7.9 core-seconds).
 - The heap grows past its initial size only when a full collection leaves less than 10% of it free (40% by
-  default): at 200k sessions the committed heap had grown 387 -> 534 MiB on short-lived garbage."""
+  default): at 200k sessions the committed heap had grown 378 -> 613 MiB on short-lived garbage."""
 MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
 """glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
 200k-session benchmarks (docs/benchmarks.md, sixth pass):
