@@ -2,9 +2,9 @@
 ### Maintain tables: compact the stream's small files beside it, prove nothing was lost, clean up
 
 A 3-second trigger (the default) writes a Parquet file per table, partition and batch: thousands a day.
-Readers slow down and object-store listings cost more. This DAG compacts them while the stream keeps running (Delta
-snapshot isolation: readers see the old files or the new ones, never both, never neither) and proves,
-for every commit it makes, that each Kafka topic-partition kept exactly its rows.
+Readers slow down and object-store listings cost more. This DAG compacts them while the stream keeps
+running (Delta snapshot isolation: readers see the old files or the new ones, never both, never neither)
+and proves, for every commit it makes, that each Kafka topic-partition kept exactly its rows.
 
 #### Steps
 

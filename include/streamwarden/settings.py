@@ -108,8 +108,8 @@ class Settings(BaseSettings):
     )
     trigger_interval: float = Field(
         3.0, description="Micro-batch trigger interval, e.g. '3s', '500ms'. At half its top rate the stream's p95 "
-        "latency is about 1.45 x this plus the fixed cost of a batch: 4.7 s at 3 s, 7.9 s at 5 s on 2 cores "
-        "(docs/benchmarks.md).")
+        "latency is about 1.45 x this plus the fixed cost of a batch: 4.7-5.2 s at 3 s, 7.9 s at 5 s on 2 "
+        "cores (docs/benchmarks.md).")
     max_offsets_per_trigger: int | None = Field(
         None, gt=0, description="Cap on records per micro-batch, spread fairly over partitions."
     )

@@ -18,8 +18,8 @@ the tasks that ran the operator: the batch is evaluated once, without caching it
    ``<batch folder>/<col>=<value>/.../part-<task>.<codec>.parquet`` holding the other columns, in the rows'
    order (a null value is Hive's default partition, as Spark writes it), a row group per step that reached it.
    The file is written under a hidden name and renamed once the task's input has ended, so the sink never
-   lists a partial file; the name depends only on the task's partition,
-   so a retried task replaces its own file.
+   lists a partial file; the name depends only on the task's partition, so a retried task replaces its own
+   file.
 5. Yield ``(kind, path, rows)`` per file, and ``(kind, null, rows)`` with the rows the operator declared
    for the kind in the task (the payloads' ``rows``): the driver checks that the files hold them all.
 """
