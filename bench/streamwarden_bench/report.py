@@ -102,10 +102,12 @@ def floor_lines(fixed: dict[str, Any]) -> list[str]:
                      f"{floor['duration_s'].get('p95')} s (ms per batch: {split}).")
     elif "error" in floor:
         lines.append(f"Spark's own floor: not measured ({floor['error']}).")
-    query = fixed.get("offsets_query_ms") or {}
-    if query:
-        lines.append(f"The broker's answer to the source's offsets query at a trigger (list topics, list offsets, "
-                     f"fetch the ends), after the run: p50 {query.get('p50')} ms, p95 {query.get('p95')} ms.")
+    listed, known = fixed.get("offsets_query_listed_ms") or {}, fixed.get("offsets_query_known_ends_ms") or {}
+    if listed and known:
+        lines.append(f"The broker's answer to the source's offsets query at a trigger, after the run: every partition "
+                     f"listed, then fetched (the first trigger after a start) p50 {listed.get('p50')} ms, p95 "
+                     f"{listed.get('p95')} ms; fetched at the ends known from the previous query, nothing new (every "
+                     f"later trigger, at its cheapest) p50 {known.get('p50')} ms, p95 {known.get('p95')} ms.")
     return lines
 
 

@@ -1,8 +1,9 @@
 """Broker-side facts the source, the producer and the warden need: topics, partitions, watermarks.
 
 Watermarks: Apache Kafka answers ListOffsets(latest) with the log end; Tansu answers with the base
-offset of the last record batch + 1. The high watermark carried in a *fetch* response is right on both,
-so :func:`fetch_high_watermarks` seeks to just before the listed end and fetches once.
+offset of the last record batch + 1. The watermarks carried in a *fetch* response are right on both, so
+:func:`fetch_high_watermarks` reads them from one fetch per partition: at the end it knew, or just
+before the listed end.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from confluent_kafka.cimpl import NewTopic
 from streamwarden.failures import ConfigError, EnvironmentFailure
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+KNOWN_END_GRACE_S = 2.0
+"""How long :func:`fetch_high_watermarks` waits for a fetch at a known end before it lists the partition."""
+FETCH_BUDGET_BYTES = 65_536
+"""A metadata consumer's fetch size: it needs one batch per partition, not the data."""
 
 
 @dataclass(frozen=True, order=True)
@@ -53,7 +58,9 @@ def metadata_consumer(config: dict[str, str]) -> Consumer:
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 10,
+        "fetch.wait.max.ms": 5,  # the end of the log is an answer: do not wait long for more
+        "fetch.max.bytes": FETCH_BUDGET_BYTES,
+        "message.max.bytes": FETCH_BUDGET_BYTES,  # librdkafka wants fetch.max.bytes >= message.max.bytes
     })
 
 
@@ -91,46 +98,73 @@ def fetch_high_watermarks(
     consumer: Consumer,
     partitions: Iterable[TopicPartitionId],
     timeout: float = 10.0,
-    known: dict[TopicPartitionId, tuple[int, int]] | None = None,
+    known: dict[TopicPartitionId, int] | None = None,
 ) -> dict[TopicPartitionId, tuple[int, int]]:
-    """(low, high) per partition with ``high`` taken from a fetch response (right on every broker).
+    """(low, high) per partition, both taken from a fetch response (right on every broker).
 
-    For each non-empty partition the consumer is assigned at ``listed_high - 1`` (the start of the last
-    batch on Tansu, the last record on Kafka) and polled until that partition returns a record or EOF;
-    the watermark cached from that fetch is the log end. ``known`` (listed high -> exact high per
-    partition, updated in place) skips the fetch for partitions whose listed end has not moved: a new
-    batch always moves it, so only partitions with new data are fetched.
+    librdkafka keeps the log start and the high watermark of the last fetch response per partition; a
+    partition is answered by its first record or its end-of-log event after an assignment. Two ways:
+
+    1. A partition in ``known`` (its exact end at the previous call; updated in place) is fetched at that
+       end. Nothing new: the broker answers with the end of the log; something new: with the first new
+       record batch. No ListOffsets; on Tansu, whose in-memory storage lists every record batch of a
+       partition to answer ListOffsets or a fetch below the end, a partition with nothing new costs no
+       listing at all, and one with new records costs one instead of three.
+    2. Every other partition, and any the first way left unanswered after ``KNOWN_END_GRACE_S`` (its
+       known end is beyond the log: the topic was recreated), is listed (ListOffsets earliest and latest)
+       and fetched at ``listed_high - 1``: the start of the last batch on Tansu, the last record on Kafka.
     """
-    listed = list_offsets_watermarks(consumer, partitions, timeout)
     memo = {} if known is None else known
-    result = {tp: (low, memo[tp][1]) if tp in memo and memo[tp][0] == high else (low, high)
-              for tp, (low, high) in listed.items()}
-    pending = {tp for tp, (low, high) in listed.items() if high > low and memo.get(tp, (-1, -1))[0] != high}
-    if not pending:
-        return result
-    consumer.assign([TopicPartition(tp.topic, tp.partition, listed[tp][1] - 1) for tp in sorted(pending)])
+    wanted = list(partitions)
+    result = _fetched_watermarks(consumer, {tp: memo[tp] for tp in wanted if tp in memo},
+                                 min(timeout, KNOWN_END_GRACE_S))
+    rest = [tp for tp in wanted if tp not in result]
+    listed = list_offsets_watermarks(consumer, rest, timeout) if rest else {}
+    result.update({tp: marks for tp, marks in listed.items() if marks[1] <= marks[0]})
+    moved = {tp: high - 1 for tp, (low, high) in listed.items() if high > low}
+    fetched = _fetched_watermarks(consumer, moved, timeout)
+    if missing := sorted(set(moved) - set(fetched)):
+        names = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in missing)
+        raise EnvironmentFailure(f"no fetch response for {names} within {timeout:.0f}s")
+    result.update({tp: (listed[tp][0], max(fetched[tp][1], listed[tp][1])) for tp in moved})
+    memo.update({tp: high for tp, (_, high) in result.items()})
+    return result
+
+
+def _fetched_watermarks(
+    consumer: Consumer, positions: dict[TopicPartitionId, int], timeout: float
+) -> dict[TopicPartitionId, tuple[int, int]]:
+    """(low, high) of each partition assigned at ``positions``, from the fetch response that brings its
+    first record or its end of log; partitions unanswered within ``timeout`` are left out.
+
+    An answered partition is paused, so that the consumer's small fetch budget goes to the others.
+    """
+    if not positions:
+        return {}
+    assigned = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in sorted(positions.items())]
+    consumer.assign(assigned)
+    pending, found = set(positions), {}
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=len(pending) * 64, timeout=0.02):
+            for message in consumer.consume(num_messages=len(pending) * 64, timeout=0.002):
                 tp = TopicPartitionId(str(message.topic()), int(message.partition() or 0))
                 error = message.error()
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     raise EnvironmentFailure(f"fetch failed on {tp.topic}[{tp.partition}]: {error}",
                                              topic=tp.topic, partition=tp.partition)
-                if tp in pending:
-                    _, high = consumer.get_watermark_offsets(
-                        TopicPartition(tp.topic, tp.partition), cached=True)
-                    if high >= 0:
-                        result[tp] = (listed[tp][0], max(int(high), listed[tp][1]))
-                        pending.discard(tp)
+                if tp not in pending:
+                    continue
+                pending.discard(tp)
+                handle = TopicPartition(tp.topic, tp.partition)
+                consumer.pause([handle])
+                low, high = consumer.get_watermark_offsets(handle, cached=True)
+                if low >= 0 and high >= 0:  # a broker without log start offsets in fetches: list it
+                    found[tp] = (int(low), int(high))
     finally:
+        consumer.resume(assigned)
         consumer.unassign()
-    if pending:
-        names = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(pending))
-        raise EnvironmentFailure(f"no fetch response for {names} within {timeout:.0f}s")
-    memo.update({tp: (listed[tp][1], high) for tp, (_, high) in result.items()})
-    return result
+    return found
 
 
 def create_topics(

@@ -129,7 +129,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = options
         self._consumer: Consumer | None = None
         self._latest: OffsetDoc | None = None
-        self._known_ends: dict[TopicPartitionId, tuple[int, int]] = {}
+        self._known_ends: dict[TopicPartitionId, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
