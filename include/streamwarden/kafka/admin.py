@@ -116,8 +116,9 @@ def fetch_high_watermarks(
     """
     memo = {} if known is None else known
     wanted = list(partitions)
-    result = _fetched_watermarks(consumer, {tp: memo[tp] for tp in wanted if tp in memo},
-                                 min(timeout, KNOWN_END_GRACE_S))
+    answered = _fetched_watermarks(consumer, {tp: memo[tp] for tp in wanted if tp in memo},
+                                   min(timeout, KNOWN_END_GRACE_S))
+    result = {tp: marks for tp, marks in answered.items() if marks[0] >= 0}  # else no log start: list it
     rest = [tp for tp in wanted if tp not in result]
     listed = list_offsets_watermarks(consumer, rest, timeout) if rest else {}
     result.update({tp: marks for tp, marks in listed.items() if marks[1] <= marks[0]})
@@ -135,7 +136,8 @@ def _fetched_watermarks(
     consumer: Consumer, positions: dict[TopicPartitionId, int], timeout: float
 ) -> dict[TopicPartitionId, tuple[int, int]]:
     """(low, high) of each partition assigned at ``positions``, from the fetch response that brings its
-    first record or its end of log; partitions unanswered within ``timeout`` are left out.
+    first record or its end of log; partitions unanswered within ``timeout`` are left out. ``low`` is -1
+    when the broker's fetch responses carry no log start offset.
 
     An answered partition is paused, so that the consumer's small fetch budget goes to the others.
     """
@@ -159,7 +161,7 @@ def _fetched_watermarks(
                 handle = TopicPartition(tp.topic, tp.partition)
                 consumer.pause([handle])
                 low, high = consumer.get_watermark_offsets(handle, cached=True)
-                if low >= 0 and high >= 0:  # a broker without log start offsets in fetches: list it
+                if high >= 0:
                     found[tp] = (int(low), int(high))
     finally:
         consumer.resume(assigned)
