@@ -18,6 +18,7 @@ from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import Settings, load_settings
+from streamwarden.testing.faults import CHAOS_RAISE_ENV
 from streamwarden.warden.health import HealthVerdict, Overall, assess
 from streamwarden.warden.lag import LagStatus
 from streamwarden.warden.settings import WardenSettings, load_warden_settings
@@ -129,10 +130,57 @@ def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> No
         assert verdict.overall is Overall.HUNG and any("heartbeat is" in r for r in verdict.reasons)
 
 
-def test_unreachable_broker_is_reported_not_raised(tmp_path: Path) -> None:
+def test_unreachable_broker_is_reported_not_raised_and_the_lag_is_unknown_not_zero(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:9")
     verdict = _judge(settings, load_warden_settings(broker_timeout=2))
-    assert verdict.overall is Overall.DEAD and verdict.lag.broker_error and verdict.lag.lag_status is LagStatus.ERR
+    assert verdict.overall is Overall.DEAD and verdict.lag.broker_error and not verdict.lag.measured
+    assert verdict.lag.lag_status is LagStatus.UNKNOWN, "not Burrow's ERR: no offset was judged"
+    document = verdict.to_json()
+    assert (document["total_lag"], document["max_lag"], document["lag_status"]) == (None, None, "UNKNOWN")
+    lag_row = next(line for line in verdict.table().splitlines() if line.startswith("lag "))
+    assert "not measured, the broker could not be asked" in lag_row and "total" not in lag_row, lag_row
+
+
+def test_a_stopped_streams_lag_is_measured_from_its_checkpoint_and_the_broker(settings: Settings) -> None:
+    """No process holds the lease: the lag is still the broker's high watermarks against the checkpoint's
+    committed position, and the table prints the heartbeat's limit as a number."""
+    topic = f"{settings.topic_pattern.removesuffix('-.*')}-s0"
+    create_topics({"bootstrap.servers": settings.bootstrap_servers}, [topic], partitions=2)
+    ends = produce_raw(settings.bootstrap_servers, [topic], 300)[topic]
+    _commit(settings, 4, {topic: {"0": 10, "1": 20}})
+    _beat(settings, 4, at=time.time() - 600)  # the last heartbeat of the stream, ten minutes ago
+
+    verdict = _judge(settings)
+
+    assert verdict.overall is Overall.DEAD and verdict.lag.measured and not verdict.lag.lower_bound
+    assert [(p.partition, p.committed, p.high_watermark, p.lag) for p in verdict.lag.partitions] == [
+        (0, 10, ends[0], ends[0] - 10), (1, 20, ends[1], ends[1] - 20)]
+    assert verdict.lag.total_lag == ends[0] + ends[1] - 30
+    table = verdict.table()
+    assert "None" not in table, table
+    assert f"total {ends[0] + ends[1] - 30:,}" in table and "(limit 30s)" in table, table
+    assert "not running (last heartbeat: in 0.0/s" in table, "a stopped stream's rates are said to be history"
+
+
+def test_a_failed_fetch_based_query_falls_back_to_listed_watermarks_said_so(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fetch-based watermark query fails (as it did against a long log on the embedded broker): the lag
+    comes from ListOffsets, a lower bound said so, never ``ERR`` with a total of 0."""
+    topic = f"{settings.topic_pattern.removesuffix('-.*')}-s0"
+    create_topics({"bootstrap.servers": settings.bootstrap_servers}, [topic], partitions=2)
+    ends = produce_raw(settings.bootstrap_servers, [topic], 300)[topic]
+    _commit(settings, 0, {topic: {"0": 0, "1": 0}})
+    monkeypatch.setenv(CHAOS_RAISE_ENV, "watermarks_fetch:ENVIRONMENT")
+
+    verdict = _judge(settings)
+
+    lag = verdict.lag
+    assert lag.measured and lag.lower_bound and lag.lag_status is not LagStatus.ERR, verdict.table()
+    assert lag.broker_notes and "fetch-based query failed: ENVIRONMENT: chaos" in lag.broker_notes[0]
+    assert 0 < lag.total_lag <= sum(ends.values()), "ListOffsets' end is at most the log's"
+    assert all(0 < p.lag <= ends[p.partition] for p in lag.partitions)
+    assert f"total at least {lag.total_lag:,}" in verdict.table() and "high (>=)" in verdict.table()
+    assert verdict.overall is Overall.DEAD and verdict.reasons == ["no live process holds the checkpoint lease"]
 
 
 def test_a_new_start_is_not_judged_stalled_before_its_first_commit(settings: Settings) -> None:

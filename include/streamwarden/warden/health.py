@@ -8,7 +8,10 @@ Signals (thresholds in :class:`~streamwarden.warden.settings.WardenSettings`):
 * keeping up: processed rate vs input rate, batch duration vs trigger (judged only while records wait);
 * lag per topic-partition (high watermark - committed offset), judged by Burrow's rules (:mod:`.lag`)
   over a window kept in ``<run_root>/warden/health.json`` so successive checks see the history; only checks
-  of the current start count, and before its first commit the lag is ``STARTING``;
+  of the current start count, and before its first commit the lag is ``STARTING``. It is measured whether
+  the stream runs or not (the committed position is the checkpoint's): when the broker's fetch-based
+  watermark query fails, from ListOffsets (each lag then a lower bound, said so); when the broker cannot be
+  asked at all, the lag is ``UNKNOWN`` with the reason, never a total of 0;
 * retention risk: age of the oldest unprocessed record against the topic's ``retention.ms``.
 
 Overall: ``FAILED`` (the job exited with a classified failure), ``DEAD`` (not running, no failure),
@@ -73,8 +76,14 @@ class PartitionHealth:
 
 @dataclass(frozen=True)
 class LagFacts:
-    """What the broker and the checkpoint say about the input: lag per partition, its worst status and
-    sums, retention risk, and ``broker_error`` when the broker could not be asked."""
+    """What the broker and the checkpoint say about the input: lag per partition, its worst status and sums,
+    retention risk.
+
+    ``broker_error``: the broker could not be asked, so no lag was measured: ``UNKNOWN`` (the sums are 0 here,
+    ``None`` in the JSON form, and never shown as figures). ``lower_bound``: the high watermarks are
+    ListOffsets' (the fetch-based query failed), so each lag is at least its figure. ``broker_notes``: what
+    else the broker did not answer, and why.
+    """
 
     lag_status: LagStatus = LagStatus.OK
     max_lag: int = 0
@@ -82,20 +91,41 @@ class LagFacts:
     retention_at_risk: bool = False
     broker_error: str | None = None
     partitions: list[PartitionHealth] = field(default_factory=list)
+    lower_bound: bool = False
+    broker_notes: list[str] = field(default_factory=list)
+
+    @property
+    def measured(self) -> bool:
+        return self.broker_error is None
 
     @classmethod
     def of(cls, partitions: list[PartitionHealth], broker: BrokerView) -> LagFacts:
-        return cls(lag_status=LagStatus.ERR if broker.error else worst([p.status for p in partitions]),
+        return cls(lag_status=LagStatus.UNKNOWN if broker.error else worst([p.status for p in partitions]),
                    max_lag=max((p.lag for p in partitions), default=0), total_lag=sum(p.lag for p in partitions),
                    retention_at_risk=any(p.retention_at_risk for p in partitions), broker_error=broker.error,
-                   partitions=partitions)
+                   partitions=partitions, lower_bound=broker.listed, broker_notes=list(broker.notes))
+
+    def describe(self) -> str:
+        """``STOP: max 1,200, total 3,400``, ``at least`` before lower bounds, or unknown and why."""
+        if self.broker_error is not None:
+            return f"{self.lag_status.value}: not measured, the broker could not be asked ({self.broker_error})"
+        least = "at least " if self.lower_bound else ""
+        return f"{self.lag_status.value}: max {least}{self.max_lag:,}, total {least}{self.total_lag:,}"
+
+    def to_json(self) -> dict[str, Any]:
+        """Flat fields; the sums ``None`` when not measured."""
+        document = asdict(self)
+        if not self.measured:
+            document.update(max_lag=None, total_lag=None)
+        return document
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> LagFacts:
-        """From a verdict's flat JSON form."""
-        return cls(LagStatus(document["lag_status"]), document["max_lag"], document["total_lag"],
+        """From a verdict's flat JSON form (one written before ``lower_bound`` and ``broker_notes`` too)."""
+        return cls(LagStatus(document["lag_status"]), document["max_lag"] or 0, document["total_lag"] or 0,
                    document["retention_at_risk"], document["broker_error"],
-                   [PartitionHealth.from_json(p) for p in document["partitions"]])
+                   [PartitionHealth.from_json(p) for p in document["partitions"]],
+                   document.get("lower_bound", False), list(document.get("broker_notes", [])))
 
 
 @dataclass(frozen=True)
@@ -160,7 +190,8 @@ class HealthVerdict:
         """One flat document: the heartbeat and lag facts inline, the failure document, class and label."""
         document = asdict(self)
         document.update(document.pop("heartbeat"))
-        document.update(document.pop("lag"))
+        del document["lag"]
+        document.update(self.lag.to_json())
         document.update(failure=self.failure.to_json() if self.failure else None, failure_class=self.failure_class,
                         label=self.label)
         return document
@@ -177,23 +208,29 @@ class HealthVerdict:
     def table(self) -> str:
         """The verdict as a table a person reads at a glance, one line per partition below."""
         beat, lag = self.heartbeat, self.lag
+        limit = "" if self.progress_threshold_s is None else f" (limit {self.progress_threshold_s:g}s)"
+        rates = (f"in {_rate(beat.input_rows_per_second)}/s, processed {_rate(beat.processed_rows_per_second)}/s, "
+                 f"batch {'-' if beat.batch_duration_ms is None else f'{beat.batch_duration_ms:,}'} ms, trigger "
+                 f"{'-' if beat.trigger_interval_s is None else f'{beat.trigger_interval_s:g}'}s")
         rows: list[tuple[str, object]] = [
             ("verdict", self.label), ("reasons", "; ".join(self.reasons) or "-"),
             ("alive", f"{self.alive} (pid {self.pid}, {self.process_state})" if self.alive else False),
             ("progressing", self.progressing),
-            ("heartbeat", f"{beat.heartbeat_event}, {beat.heartbeat_age_s}s old "
-                          f"(limit {self.progress_threshold_s}s)" if beat.heartbeat_event else None),
+            ("heartbeat", f"{beat.heartbeat_event}, {beat.heartbeat_age_s:,.0f}s old{limit}"
+                          if beat.heartbeat_event and beat.heartbeat_age_s is not None else None),
             ("last batch", f"{beat.last_batch_id} at {beat.last_progress_at}" if beat.last_progress_at else None),
-            ("keeping up", f"{self.keeping_up} (in {beat.input_rows_per_second}/s, processed "
-                           f"{beat.processed_rows_per_second}/s, batch {beat.batch_duration_ms} ms, "
-                           f"trigger {beat.trigger_interval_s}s)"),
-            ("lag", f"{lag.lag_status.value}: max {lag.max_lag}, total {lag.total_lag}"),
-            ("retention risk", lag.retention_at_risk), ("broker", lag.broker_error or "ok"),
+            # a stopped stream keeps up with nothing: its last heartbeat's figures are history, said so
+            ("keeping up", f"{self.keeping_up} ({rates})" if self.alive else
+             f"not running (last heartbeat: {rates})" if beat.heartbeat_event else "not running"),
+            ("lag", lag.describe()),
+            ("retention risk", lag.retention_at_risk),
+            ("broker", "; ".join(filter(None, [lag.broker_error, *lag.broker_notes])) or "ok"),
         ]
         width = max(len(name) for name, _ in rows)
         lines = [f"{name:<{width}} | {'-' if value is None else value}" for name, value in rows]
         if lag.partitions:
-            lines.append(f"{'topic[partition]':<32} {'committed':>12} {'high':>12} {'lag':>10} status  oldest(s)")
+            high = "high (>=)" if lag.lower_bound else "high"
+            lines.append(f"{'topic[partition]':<32} {'committed':>12} {high:>12} {'lag':>10} status  oldest(s)")
             lines.extend(
                 f"{p.topic + f'[{p.partition}]':<32} {p.committed if p.committed is not None else '-':>12} "
                 f"{p.high_watermark:>12} {p.lag:>10} {p.status.value:<6}  "
@@ -201,6 +238,10 @@ class HealthVerdict:
                 f"{' AT RISK' if p.retention_at_risk else ''}"
                 for p in lag.partitions)
         return "\n".join(lines)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
 
 
 @dataclass(frozen=True)
@@ -250,7 +291,7 @@ def assess(settings: Settings, warden: WardenSettings, now: float | None = None)
     holder = running_holder(settings)
     heartbeat = read_heartbeat(settings.heartbeat_path)
     committed = committed_offsets(settings.checkpoint_location) or {}
-    broker = observe_broker(settings, committed, warden.broker_timeout, now)
+    broker = observe_broker(settings, committed, warden.broker_timeout, now, best_effort=True)
     start = datetime.fromisoformat(holder.started_at).timestamp() if holder is not None else 0.0
     partitions, lag_windows = _judge_lag(settings, committed, broker, state, warden=warden, now=now, start=start)
     lag = LagFacts.of(partitions, broker)
@@ -266,16 +307,19 @@ def assess(settings: Settings, warden: WardenSettings, now: float | None = None)
 def _not_running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *,
                  heartbeat: Heartbeat | None, lag: LagFacts) -> HealthVerdict:
     facts = HeartbeatFacts.of(heartbeat, now)
+    # the limit the last heartbeat was held to, so that the table shows it as a number, not as "None"
+    threshold = None if heartbeat is None else progress_limit(heartbeat, settings.trigger_interval, warden).seconds
     launch = starting_launch(settings, now, warden.startup_grace)
     if launch is not None:
         return HealthVerdict(Overall.STARTING, [f"launched at {launch.launched_at}, no lease yet"], checked_at,
-                             heartbeat=facts, lag=lag)
+                             progress_threshold_s=warden.startup_grace, heartbeat=facts, lag=lag)
     failure = read_failure(settings.failure_path)
     if failure is not None:
         reason = f"exited with {failure.failure_class.value} (exit {failure.exit_code}): {failure.message}"
-        return HealthVerdict(Overall.FAILED, [reason], checked_at, heartbeat=facts, lag=lag, failure=failure)
+        return HealthVerdict(Overall.FAILED, [reason], checked_at, progress_threshold_s=threshold, heartbeat=facts,
+                             lag=lag, failure=failure)
     return HealthVerdict(Overall.DEAD, ["no live process holds the checkpoint lease"], checked_at,
-                         heartbeat=facts, lag=lag)
+                         progress_threshold_s=threshold, heartbeat=facts, lag=lag)
 
 
 def _running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *, holder: LeaseHolder,
@@ -313,7 +357,7 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
         reasons.append("the lease holder process is stopped (SIGSTOP)")
     progressing = not (stale or stuck)
     keeping_up = _keeping_up(heartbeat, lag.total_lag, trigger, warden, reasons)
-    if lag.lag_status not in (LagStatus.OK, LagStatus.STARTING):
+    if lag.lag_status not in (LagStatus.OK, LagStatus.STARTING, LagStatus.UNKNOWN):  # UNKNOWN: the broker's reason
         reasons.append(f"lag {lag.lag_status.value} (Burrow)")
     if lag.retention_at_risk:
         reasons.append("unprocessed records near the end of their retention")

@@ -17,6 +17,9 @@ A window holds only the checks of the current start of the stream (``start``: wh
 lease): a restarted stream is not judged by its predecessor's offsets. Before the first commit of a start
 the status is ``STARTING`` and no observation is kept: nothing has been committed yet, so every partition
 would otherwise look stalled while the first batch runs.
+
+``UNKNOWN`` is no partition's state: it is the whole lag's when the broker could not be asked (its high
+watermarks are missing, so no lag was measured), kept apart from Burrow's ``ERR`` (offsets that make no sense).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class LagStatus(StrEnum):
 
     OK = "OK"
     STARTING = "STARTING"  # not Burrow's: before the first commit of the stream's current start
+    UNKNOWN = "UNKNOWN"  # not Burrow's: the broker could not be asked, no lag measured
     WARN = "WARN"
     STALL = "STALL"
     STOP = "STOP"

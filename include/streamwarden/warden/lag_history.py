@@ -2,7 +2,9 @@
 
 Burrow's windows in ``<run_root>/warden/health.json`` hold only the last checks of the current start; every
 check of ``stream_supervisor`` also appends one sample here (``<run_root>/warden/lag_history.json``: time,
-total lag, input and processed rows per second), kept for ``KEEP_S`` (24 h) and at most ``MAX_SAMPLES``.
+total lag, input and processed rows per second, whether the lag was measured), kept for ``KEEP_S`` (24 h) and
+at most ``MAX_SAMPLES``. A check whose broker could not be asked keeps its sample (its rates, its time) with
+``lag_known`` false: charts leave its lag out rather than draw a drop to 0.
 """
 
 from __future__ import annotations
@@ -20,17 +22,19 @@ MAX_SAMPLES = 2000
 
 @dataclass(frozen=True)
 class LagSample:
-    """One health check: when (epoch seconds), the total lag, and the heartbeat's rates (None without one)."""
+    """One health check: when (epoch seconds), the total lag (0 when not measured: ``lag_known`` false), and
+    the heartbeat's rates (None without one)."""
 
     at: float
     total_lag: int
     input_rows_per_second: float | None
     processed_rows_per_second: float | None
+    lag_known: bool = True
 
     @classmethod
     def of(cls, verdict: HealthVerdict, at: float) -> LagSample:
-        beat = verdict.heartbeat
-        return cls(at, verdict.lag.total_lag, beat.input_rows_per_second, beat.processed_rows_per_second)
+        beat, lag = verdict.heartbeat, verdict.lag
+        return cls(at, lag.total_lag, beat.input_rows_per_second, beat.processed_rows_per_second, lag.measured)
 
 
 def lag_history_path(settings: Settings) -> Path:
@@ -41,7 +45,8 @@ def read_lag_history(settings: Settings) -> list[LagSample]:
     """The samples kept, oldest first ([] before the first check, or when the file is unreadable)."""
     try:
         document = read_json(lag_history_path(settings)) or {}
-        return [LagSample(float(r[0]), int(r[1]), r[2], r[3]) for r in document.get("samples", [])]
+        return [LagSample(float(r[0]), int(r[1]), r[2], r[3], bool(r[4]) if len(r) > 4 else True)
+                for r in document.get("samples", [])]
     except (OSError, ValueError, TypeError, IndexError):
         return []
 
