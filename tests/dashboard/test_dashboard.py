@@ -14,8 +14,8 @@ import pytest
 
 from streamwarden.dashboard import page, prometheus
 from streamwarden.dashboard.alerts_now import dag_actions
-from streamwarden.dashboard.model import DagAction, Dashboard
-from streamwarden.dashboard.series import throughput
+from streamwarden.dashboard.model import DagAction, Dashboard, MeasuredRate
+from streamwarden.dashboard.series import RATE_COMMITS, history_rate, series, throughput
 from streamwarden.dashboard.snapshot import DashboardSource, Sources, snapshot
 from streamwarden.dashboard.tables_now import data_docs_file
 from streamwarden.failures import FailureClass, FailureDocument
@@ -33,7 +33,7 @@ from streamwarden.validation.report import ValidationReport, record_last_validat
 from streamwarden.warden.alerts import Alert, alerts_path, dispatch
 from streamwarden.warden.decision import RECOVERY
 from streamwarden.warden.health import assess, state_path
-from streamwarden.warden.lag_history import KEEP_S, append_lag_sample, read_lag_history
+from streamwarden.warden.lag_history import KEEP_S, LagSample, append_lag_sample, read_lag_history
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.status import read_status
 
@@ -178,7 +178,77 @@ def test_the_lag_history_is_bounded_and_read_back(tmp_path: Path) -> None:
     start = 1_000_000.0
     for at in (start, start + 60, start + KEEP_S + 30):
         append_lag_sample(settings, verdict, at)
-    assert [s.at for s in read_lag_history(settings)] == [start + 60, start + KEEP_S + 30]
+    samples = read_lag_history(settings)
+    assert [s.at for s in samples] == [start + 60, start + KEEP_S + 30]
+    assert not any(s.lag_known for s in samples), "no broker: the samples say the lag was not measured"
+    now = start + KEEP_S + 60
+    assert series([], samples, now, hours=1).lag == [], "a check that could not measure the lag is no 0 on the chart"
+    known = LagSample(now - 10, 42, None, None)
+    assert series([], [*samples, known], now, hours=1, current_lag=50).lag == [(now - 10, 42.0), (now, 50.0)]
+
+
+def test_a_stopped_stream_without_a_broker_shows_the_lag_unknown_and_its_last_measured_rate(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:1")
+    tables(settings)
+    from stream.test_delta_sink import run_batch
+
+    time.sleep(0.2)  # the three commits apart in time
+    run_batch(settings.root("output"), [SESSION_ROWS, QUARANTINE], {"sites-a": {0: (150, 190)}}, batch_id=2)
+    write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", os.getpid(),
+                                                       trigger_interval_s=1.0))  # a start that died at once
+    dashboard = snapshot(Sources(settings, load_warden_settings(broker_timeout=1), load_restart_settings(),
+                                 load_maintenance_settings()))
+
+    stream = dashboard.stream
+    assert stream is not None and stream.state == "stopped" and stream.broker_error
+    assert (stream.lag_status, stream.total_lag, stream.max_lag) == ("UNKNOWN", None, None)
+    html = page.fragment(dashboard)
+    assert 'data-figure="lag-total">unknown<' in html and "lag not measured: the broker could not be asked" in html
+    assert "ERR" not in html and 'data-figure="lag-total">0<' not in html
+    metrics = prometheus.render(dashboard)
+    assert "\nstreamwarden_lag_total_records " not in metrics and "\nstreamwarden_lag_measured 0\n" in metrics
+    rate = dashboard.series.last_rate
+    assert rate is not None and rate.commits == 3 and rate.records_per_second > 0
+    assert f'data-figure="stream-last-rate">{rate.records_per_second:,.0f}<' in html
+    assert "over 3 stream commits until" in html
+    assert f"streamwarden_last_measured_records_per_second {rate.records_per_second:g}" in metrics
+    assert json.loads(json.dumps(dashboard.to_json()))["stream"]["total_lag"] is None
+
+
+def test_a_stopped_streams_lag_is_measured_against_its_checkpoint(settings: Settings) -> None:
+    from streamwarden.kafka.admin import create_topics
+    from support import produce_raw
+
+    topic = f"{settings.topic_pattern.removesuffix('-.*')}-s0"
+    create_topics({"bootstrap.servers": settings.bootstrap_servers}, [topic], partitions=1)
+    (end,) = produce_raw(settings.bootstrap_servers, [topic], 120)[topic].values()
+    checkpoint = settings.checkpoint_location
+    for folder in ("offsets", "commits"):
+        (checkpoint / folder).mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text(f'v1\n{{}}\n{json.dumps({topic: {"0": 20}})}\n')
+    (checkpoint / "commits" / "0").write_text("v1\n{}\n")
+
+    dashboard = snapshot(sources(settings))
+
+    assert dashboard.stream is not None and dashboard.stream.state == "stopped"
+    assert dashboard.stream.total_lag == end - 20 and dashboard.stream.broker_error is None
+    html = page.fragment(dashboard)
+    assert f'data-figure="lag-total">{end - 20:,}<' in html and f'data-figure="lag-{topic}-0">{end - 20:,}<' in html
+
+
+def test_the_last_measured_rate_is_the_newest_run_of_stream_commits() -> None:
+    def commit(at: float, records: int) -> dict[str, object]:
+        return {"timestamp": int(at * 1000), "streamwarden.ranges": json.dumps({"t": {"0": [0, records]}})}
+
+    history = [commit(1000, 500), {"timestamp": 1_001_000, "operation": "OPTIMIZE"}, commit(1003, 600),
+               commit(1006, 900), commit(5000, 7)]  # the last: a start that died after one batch
+    rate = history_rate(list(reversed(history)))  # delta-rs gives the newest first
+    assert rate is not None and (rate.records_per_second, rate.commits, rate.since, rate.until) == (
+        250.0, 3, 1000.0, 1006.0)
+    assert rate.describe().startswith("250 records/s over 3 stream commits until 1970-01-01 00:16:46 UTC")
+    assert history_rate([commit(1000, 5)]) is None and history_rate([]) is None
+    many = [commit(2000 + 3 * i, 30) for i in range(50)]
+    assert history_rate(many) == MeasuredRate(10.0, RATE_COMMITS, 2000 + 3 * 30, 2000 + 3 * 49)
 
 
 def test_throughput_buckets_the_stream_commits_only() -> None:

@@ -7,15 +7,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from stream_output import commit_batch, settings_for
 from streamwarden.atomic import write_json_atomic
+from streamwarden.dashboard.series import history_rate
 from streamwarden.failures import ConfigError
 from streamwarden.local.broker import LocalBroker
 from streamwarden.recovery.plan import RecoveryPlan, make_plan
 from streamwarden.recovery.request import RecoveryRequest, Target, request_from_params
+from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.settings import Settings
-from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.validation.report import LAST_VALIDATED, validation_folder
 from support import produce_raw
 
@@ -70,7 +73,7 @@ def test_the_plan_names_the_versions_rows_and_offsets_undone_and_what_is_replaye
     assert [(p.partition, p.resume, p.log_start, p.log_end, p.replayed, p.lost) for p in plan.partitions] == [
         (p, e // 2, 0, e, e - e // 2, 0) for p, e in sorted(ends.items())]
     assert plan.resume_offsets() == {topic: {str(p): e // 2 for p, e in ends.items()}}
-    assert plan.lost == 0 and plan.estimated_s is None and "no measured rate" in plan.text()
+    assert plan.lost == 0 and plan.estimated_s is not None, "no heartbeat: the Delta history's rate"
     assert f"| {topic} | 0 | {ends[0] // 2:,} |" in plan.text()
     assert RecoveryPlan.from_json(plan.to_json()) == plan
 
@@ -112,3 +115,40 @@ def test_the_default_target_is_each_tables_last_validated_version(
     assert {t.table: t.target for t in plan.tables} == {SESSION_ROWS: first, QUARANTINE: 2}
     assert plan.resume_offsets() == {topic: {str(p): e // 2 for p, e in ends.items()}}, "the least any table holds"
     assert plan.text().startswith("**Recovery r7** to the last validated versions (INTEGRITY at 03:12)")
+
+
+def test_the_replay_time_takes_the_last_measured_rate_when_the_heartbeat_has_none(
+        stream: tuple[Settings, str, dict[int, int], int]) -> None:
+    """A stream that stopped, or whose restart died before its first batch, leaves a heartbeat without a rate:
+    the replay is timed at the last rate the Delta history's stream commits show, and the plan says so."""
+    settings, _, _, first = stream
+    request = request_from_params({"target": "versions", "versions": {SESSION_ROWS: first, QUARANTINE: first}},
+                                  settings)
+    write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", 1, trigger_interval_s=3.0))
+    measured = history_rate(DeltaTable(TableLocation.of(settings, SESSION_ROWS).uri).history())
+    assert measured is not None
+
+    plan = make_plan(settings, request, recovery_id="r8", now=NOW)
+
+    assert plan.rate == measured.records_per_second
+    assert plan.estimated_s == pytest.approx(plan.replayed / measured.records_per_second)
+    assert "from session_rows's Delta history" in plan.text() and "the heartbeat (started) has none" in plan.text()
+    assert "no measured rate" not in plan.text() and f"about {plan.estimated_s:,.0f} s at" in plan.text()
+
+    write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", 1, batch_id=41,
+                                                       processed_rows_per_second=1800.0))
+    plan = make_plan(settings, request, recovery_id="r9", now=NOW)
+    assert plan.rate == 1800.0 and "1,800 records/s, batch 41 at" in plan.text(), "the heartbeat's, when it has one"
+
+
+def test_without_a_rate_anywhere_the_replay_time_is_unknown_and_says_why(
+        tmp_path: Path, broker: LocalBroker, topic_factory: Callable[..., list[str]]) -> None:
+    (topic,) = topic_factory(1, partitions=1)
+    ends = produce_raw(broker.bootstrap_servers, [topic], 50)[topic]
+    settings = settings_for(tmp_path, bootstrap_servers=broker.bootstrap_servers, topic_pattern=topic)
+    commit_batch(settings, {topic: {p: (0, e) for p, e in ends.items()}}, 0)  # one commit: no rate in it
+    plan = make_plan(settings, request_from_params({"target": "offsets", "offsets": {topic: {"0": 0}}}, settings),
+                     recovery_id="r10", now=NOW)
+    assert plan.rate is None and plan.estimated_s is None
+    assert ("time unknown (no measured rate: the heartbeat has none, and session_rows's Delta history holds no two "
+            "stream commits close together)") in plan.text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -39,10 +40,12 @@ class StreamNow:
     batch_duration_ms: int | None
     trigger_interval_s: float | None
     lag_status: str
-    total_lag: int
-    max_lag: int
+    total_lag: int | None  # None: not measured (broker_error says why)
+    max_lag: int | None
     broker_error: str | None
     partitions: list[PartitionLag] = field(default_factory=list)
+    lag_lower_bound: bool = False  # the high watermarks are ListOffsets': each lag is at least its figure
+    broker_notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -116,13 +119,35 @@ class AlertNow:
 
 
 @dataclass(frozen=True)
+class MeasuredRate:
+    """Kafka records per second the stream committed over its last run of commits (the Delta history's), and
+    over which commits (times in epoch seconds)."""
+
+    records_per_second: float
+    commits: int
+    since: float
+    until: float
+
+    def basis(self) -> str:
+        """``over 20 stream commits until 2026-11-27 10:03:12 UTC``."""
+        until = datetime.fromtimestamp(self.until, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"over {self.commits} stream commits until {until} UTC"
+
+    def describe(self) -> str:
+        """``2,003 records/s over 20 stream commits until 2026-11-27 10:03:12 UTC``."""
+        return f"{self.records_per_second:,.0f} records/s {self.basis()}"
+
+
+@dataclass(frozen=True)
 class Series:
     """Points ``[epoch seconds, value]`` oldest first: Kafka records committed per second (from the tables'
-    history) and total lag (from the supervisor's checks, :mod:`streamwarden.warden.lag_history`)."""
+    history) and total lag (from the supervisor's checks, :mod:`streamwarden.warden.lag_history`; checks that
+    could not measure it left out); and the stream's last measured rate from the same history."""
 
     throughput: list[tuple[float, float]] = field(default_factory=list)
     lag: list[tuple[float, float]] = field(default_factory=list)
     hours: float = 3.0
+    last_rate: MeasuredRate | None = None
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ import urllib.parse
 from datetime import UTC, datetime
 from html import escape
 
-from streamwarden.dashboard.model import AlertNow, Dashboard, Series, Sites, StreamNow, TableNow
+from streamwarden.dashboard.model import AlertNow, Dashboard, MeasuredRate, Series, Sites, StreamNow, TableNow
 
 REFRESH_S = 10
 STATE_TONE = {"running": "ok", "starting": "warn", "hung": "bad", "failed": "bad", "stopped": "bad"}
-LAG_TONE = {"OK": "ok", "STARTING": "warn", "WARN": "warn", "STALL": "bad", "STOP": "bad", "ERR": "bad"}
+LAG_TONE = {"OK": "ok", "STARTING": "warn", "UNKNOWN": "warn", "WARN": "warn", "STALL": "bad", "STOP": "bad",
+            "ERR": "bad"}
 
 CSS = """
 :root{--ok:#1a7f37;--warn:#9a6700;--bad:#cf222e;--mute:#57606a;--line:#d0d7de;--bg:#f6f8fa}
@@ -84,7 +85,9 @@ def _rows(pairs: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
 
 
-def stream_card(stream: StreamNow | None) -> str:
+def stream_card(stream: StreamNow | None, last_rate: MeasuredRate | None = None) -> str:
+    """The stream now; while it does not run, also its last measured rate (``last_rate``, from the Delta
+    history): its heartbeat's rates are gone or stale then."""
     if stream is None:
         return '<section class="card"><h2>Stream</h2><p class="bad">could not be read</p></section>'
     tone = STATE_TONE.get(stream.state, "")
@@ -103,6 +106,9 @@ def stream_card(stream: StreamNow | None) -> str:
          + _figure("stream-processed-rate", number(stream.processed_rows_per_second, 1))),
         ("batch duration", _figure("stream-batch-duration", batch)),
     ]
+    if stream.state != "running" and last_rate is not None:
+        pairs.append(("last measured rate", _figure("stream-last-rate", f"{last_rate.records_per_second:,.0f}")
+                      + escape(f" records/s (Delta history, {last_rate.basis()})")))
     if stream.failure_message:
         pairs.append(("failure", f"<code>{escape(stream.failure_message[:500])}</code>"))
     reasons = "".join(f"<li>{escape(r)}</li>" for r in stream.reasons)
@@ -119,11 +125,16 @@ def lag_card(stream: StreamNow | None) -> str:
         f'<td class=num data-figure="lag-{escape(p.topic)}-{p.partition}">{p.lag:,}</td>'
         f'<td class="{LAG_TONE.get(p.status, "")}">{escape(p.status)}{" · retention risk" * p.retention_at_risk}'
         "</td></tr>" for p in stream.partitions)
-    broker = f'<p class="bad">broker: {escape(stream.broker_error)}</p>' if stream.broker_error else ""
+    broker = f'<p class="bad">lag not measured: the broker could not be asked: {escape(stream.broker_error)}</p>' \
+        if stream.broker_error else ""
+    notes = "".join(f'<p class="sub">broker: {escape(note)}</p>' for note in stream.broker_notes)
     status = _figure("lag-status", stream.lag_status, LAG_TONE.get(stream.lag_status, ""))
+    least = "at least " if stream.lag_lower_bound else ""
+    total = "unknown" if stream.total_lag is None else f"{least}{stream.total_lag:,}"
+    high = "high (at least)" if stream.lag_lower_bound else "high"
     return (f'<section class="card"><h2>Lag: {status}'
-            f' · total {_figure("lag-total", f"{stream.total_lag:,}")}</h2>{broker}<div class="scroll"><table>'
-            "<tr><th>topic</th><th class=num>partition</th><th class=num>committed</th><th class=num>high</th>"
+            f' · total {_figure("lag-total", total)}</h2>{broker}{notes}<div class="scroll"><table>'
+            f"<tr><th>topic</th><th class=num>partition</th><th class=num>committed</th><th class=num>{high}</th>"
             f"<th class=num>lag</th><th>Burrow</th></tr>{rows}</table></div></section>")
 
 
@@ -176,7 +187,9 @@ def sites_card(sites: Sites | None) -> str:
     last = "" if run is None else (
         f'<p class="sub">last restart_sessions run {escape(moment(run.get("checked_at")))}: '
         f'{"passed" if run.get("passed") else "FAILED"}; answered {escape(", ".join(run.get("answered", [])) or "-")}'
-        f'; unanswered {escape(", ".join(run.get("unanswered", [])) or "-")}</p>')
+        f'; unanswered {escape(", ".join(run.get("unanswered", [])) or "-")}'
+        + (f'; not read by the stream (it was not running or behind) {escape(", ".join(run["unread"]))}'
+           if run.get("unread") else "") + "</p>")
     note = f'<p class="sub">{escape(sites.note)}</p>' if sites.note else ""
     return (f'<section class="card wide"><h2>Sites</h2><p class="sub">{escape(limit)}</p>{note}<div class="scroll">'
             "<table><tr><th>site</th><th>current session start</th><th class=num>exposure</th>"
@@ -243,7 +256,8 @@ def fragment(dashboard: Dashboard, airflow_base: str = "..") -> str:
     return (f'<div class="sub">as of <span data-figure="generated-at">{escape(moment(dashboard.generated_at))}</span>'
             f' UTC · refreshes every {REFRESH_S}s <span id="refresh-state"></span></div>'
             + (f'<ul class="errors">{errors}</ul>' if errors else "")
-            + '<div class="grid">' + stream_card(dashboard.stream) + lag_card(dashboard.stream)
+            + '<div class="grid">' + stream_card(dashboard.stream, dashboard.series.last_rate)
+            + lag_card(dashboard.stream)
             + chart_card(dashboard.series) + sites_card(dashboard.sites) + tables_card(dashboard.tables)
             + alerts_card(dashboard.alerts, airflow_base) + "</div>" + last_recovery)
 

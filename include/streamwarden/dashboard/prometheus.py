@@ -48,8 +48,18 @@ def render(dashboard: Dashboard) -> str:
         lines += _metric("streamwarden_lag_records", "gauge", "High watermark minus committed offset per "
                          "topic-partition.", [({"topic": p.topic, "partition": str(p.partition),
                                                 "status": p.status}, float(p.lag)) for p in stream.partitions])
-        lines += _metric("streamwarden_lag_total_records", "gauge", "Lag summed over every topic-partition.",
-                         [({}, float(stream.total_lag))])
+        lines += _metric("streamwarden_lag_total_records", "gauge", "Lag summed over every topic-partition "
+                         "(absent when not measured; a lower bound when streamwarden_lag_lower_bound is 1).",
+                         [({}, None if stream.total_lag is None else float(stream.total_lag))])
+        lines += _metric("streamwarden_lag_measured", "gauge", "1 when the broker answered and the lag was measured.",
+                         [({}, float(stream.total_lag is not None))])
+        lines += _metric("streamwarden_lag_lower_bound", "gauge", "1 when the high watermarks are ListOffsets' "
+                         "(the fetch-based query failed): each lag is at least its figure.",
+                         [({}, float(stream.lag_lower_bound))])
+    if dashboard.series.last_rate is not None:
+        lines += _metric("streamwarden_last_measured_records_per_second", "gauge", "Records per second the stream "
+                         "committed over its last run of commits (Delta history; kept while it is down).",
+                         [({}, dashboard.series.last_rate.records_per_second)])
     if dashboard.sites is not None:
         lines += _metric("streamwarden_site_exposure_seconds", "gauge", "Seconds since the site's last clean "
                          "session start.", [({"site": s.site}, s.exposure_s) for s in dashboard.sites.sites])

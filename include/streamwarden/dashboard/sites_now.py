@@ -11,6 +11,7 @@ import duckdb
 
 from streamwarden.atomic import read_json
 from streamwarden.dashboard.model import SiteNow, Sites
+from streamwarden.restarts.reach import Cause
 from streamwarden.restarts.report import restarts_folder
 from streamwarden.restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
 from streamwarden.restarts.settings import RestartSettings
@@ -34,15 +35,18 @@ def measure(settings: Settings, versions: dict[str, int], now: datetime) -> dict
 
 
 def last_restart_run(settings: Settings) -> dict[str, Any] | None:
-    """The newest ``restart_sessions`` report, in short: when, passed, answered and unanswered sites."""
+    """The newest ``restart_sessions`` report, in short: when, passed, answered sites, sites that did not answer
+    (``unanswered``) and sites whose answer the stream did not read (``unread``: it was not running, or behind)."""
     folder = restarts_folder(settings.root("run"))
     reports = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not reports:
         return None
     document = read_json(reports[-1]) or {}
+    missing = document.get("unanswered", [])
+    unread = sorted(t["site"] for t in missing if Cause(t.get("cause", Cause.SITE_SILENT)).stream)
     return {"checked_at": document.get("checked_at"), "passed": document.get("passed"),
             "answered": sorted(a["site"] for a in document.get("answers", {}).values()),
-            "unanswered": sorted(t["site"] for t in document.get("unanswered", [])),
+            "unanswered": sorted(t["site"] for t in missing if t["site"] not in unread), "unread": unread,
             "report": reports[-1].name}
 
 

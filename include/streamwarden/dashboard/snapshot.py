@@ -96,10 +96,10 @@ def snapshot(sources: Sources, now: float | None = None, memo: _Memo | None = No
     errors: dict[str, str] = {}
     moment = datetime.fromtimestamp(now, UTC)
 
-    def stream() -> tuple[StreamNow, int]:
+    def stream() -> tuple[StreamNow, int | None]:
         holder = running_holder(settings)
         verdict = assess(settings, sources.warden, now).verdict  # read-only: never commit() from the page
-        return stream_now(verdict, holder, now), verdict.lag.total_lag
+        return stream_now(verdict, holder, now), verdict.lag.total_lag if verdict.lag.measured else None
 
     def cached_summary(s: Settings, name: str) -> TableSummary:
         table = TableLocation.of(s, name).open_or_none()

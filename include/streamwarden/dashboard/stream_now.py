@@ -28,8 +28,10 @@ def stream_now(verdict: HealthVerdict, holder: LeaseHolder | None, now: float) -
         last_batch_id=beat.last_batch_id, last_batch_at=beat.last_progress_at,
         last_batch_age_s=_age(beat.last_progress_at, now), input_rows_per_second=beat.input_rows_per_second,
         processed_rows_per_second=beat.processed_rows_per_second, batch_duration_ms=beat.batch_duration_ms,
-        trigger_interval_s=beat.trigger_interval_s, lag_status=lag.lag_status.value, total_lag=lag.total_lag,
-        max_lag=lag.max_lag, broker_error=lag.broker_error, partitions=partitions)
+        trigger_interval_s=beat.trigger_interval_s, lag_status=lag.lag_status.value,
+        total_lag=lag.total_lag if lag.measured else None, max_lag=lag.max_lag if lag.measured else None,
+        broker_error=lag.broker_error, partitions=partitions, lag_lower_bound=lag.lower_bound,
+        broker_notes=list(lag.broker_notes))
 
 
 def _age(moment: str | None, now: float) -> float | None:

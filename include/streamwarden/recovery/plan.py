@@ -13,7 +13,9 @@
    lost for good: below the log start (Kafka deleted them), or skipped forward by an ``offsets`` target; and
    the open sessions whose clean start Kafka no longer holds (they cannot be rebuilt: their next records go
    to quarantine until the site restarts them, see ``restart_sessions``);
-5. **time**: the replay at the stream's measured rate (its last heartbeat), or unknown.
+5. **time**: the replay at the stream's measured rate: its last heartbeat's, else (the stream stopped, or a
+   restart died before its first batch) the last rate the first table's Delta history shows (its stream
+   commits name their offset ranges and times), said which; unknown only when neither has one.
 
 A version that does not exist, and an offset beyond a partition's log end, are refused (CONFIG) by name.
 """
@@ -29,6 +31,7 @@ import duckdb
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
 
+from streamwarden.dashboard.series import history_rate
 from streamwarden.failures import ConfigError
 from streamwarden.kafka.admin import TopicPartitionId, fetch_high_watermarks, list_partitions, metadata_consumer
 from streamwarden.recovery.request import RecoveryRequest, Target
@@ -42,6 +45,9 @@ from streamwarden.tables.reading import read
 from streamwarden.tables.restore import undone_offsets
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.snapshot import pin
+
+RATE_HISTORY = 500
+"""Commits of the Delta history searched for the stream's last rate (maintenance's commits come between)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ class RecoveryPlan:
     tables: tuple[TableUndo, ...]
     partitions: tuple[PartitionResume, ...]
     rate: float | None  # records per second the replay is estimated at
-    rate_source: str
+    rate_source: str  # where the rate comes from, and when it was measured
 
     @property
     def replayed(self) -> int:
@@ -136,8 +142,9 @@ class RecoveryPlan:
         lines += [f"| {p.topic} | {p.partition} | {p.resume:,} | {'-' if p.held is None else f'{p.held:,}'} | "
                   f"{p.log_start:,} | {p.log_end:,} | {p.replayed:,} | {p.lost:,} | {p.sessions_lost:,} |"
                   for p in self.partitions]
-        estimate = "unknown" if self.estimated_s is None else f"{self.estimated_s:,.0f} s"
-        lines += ["", f"{self.replayed:,} records replayed, about {estimate} at {self.rate_source}; "
+        estimate = f"time unknown ({self.rate_source})" if self.estimated_s is None else (
+            f"about {self.estimated_s:,.0f} s at {self.rate_source}")
+        lines += ["", f"{self.replayed:,} records replayed, {estimate}; "
                       f"**{self.lost:,} records lost for good**"
                       + (f"; **{self.sessions_lost:,} open sessions cannot be rebuilt** (their clean start is no "
                          "longer in Kafka: restart them with restart_sessions)" if self.sessions_lost else "")
@@ -306,9 +313,21 @@ def _refuse_unknown(request: RecoveryRequest, known: set[TopicPartition]) -> Non
 
 
 def _rate(settings: Settings) -> tuple[float | None, str]:
+    """The replay's rate: the heartbeat's processed rate, else the last rate the Delta history measured (a
+    stream that stopped, or restarted and died before its first batch, leaves a heartbeat without one)."""
     beat = read_heartbeat(settings.heartbeat_path)
     if beat is not None and beat.processed_rows_per_second > 0:
         return beat.processed_rows_per_second, (f"the stream's last measured rate "
                                                 f"({beat.processed_rows_per_second:,.0f} records/s, batch "
-                                                f"{beat.batch_id})")
-    return None, "no measured rate (no heartbeat with progress)"
+                                                f"{beat.batch_id} at {beat.written_at})")
+    name = pipeline_tables(settings)[0]
+    location = TableLocation.of(settings, name)
+    with location.reaching():
+        table = location.open_or_none()
+        measured = None if table is None else history_rate(table.history(limit=RATE_HISTORY))
+    missing = "the heartbeat has none" if beat is None else f"the heartbeat ({beat.event}) has none"
+    if measured is not None:
+        return measured.records_per_second, (f"the stream's last measured rate, from {name}'s Delta history "
+                                             f"({measured.describe()}; {missing})")
+    return None, (f"no measured rate: {missing}, and {name}'s Delta history holds no two stream commits "
+                  "close together")

@@ -7,12 +7,15 @@
 3. **look**: the newest ``session_rows`` asked which requests a new session answers (:mod:`.sessions`);
    the DAG's sensor repeats this until every site answered or the last deadline passed.
 4. **report**: the answers, every site's sessions and exposure, and each targeted site's loss since its
-   previous restart; written to ``<run_root>/restarts/`` (:mod:`.report`).
+   previous restart; for a site without an answer, whether the stream had read that far (:mod:`.reach`):
+   if not, the stream was not running or behind, and the site is not blamed; written to
+   ``<run_root>/restarts/`` (:mod:`.report`).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +24,7 @@ import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.control.channel import ensure_control_topic, publish_commands
 from streamwarden.restarts.plan import RestartPlan, choose_sites, make_plan, stream_sites
+from streamwarden.restarts.reach import reach, stream_during
 from streamwarden.restarts.report import RestartReport, previous_restarts, restarts_folder, write_report
 from streamwarden.restarts.request import RestartRequest
 from streamwarden.restarts.sessions import Answer, find_answers, measure_losses, measure_sites
@@ -76,6 +80,8 @@ def report(settings: Settings, restarts: RestartSettings, plan: RestartPlan, *, 
                                                       session_timeout=settings.session_timeout)
         losses = {site: loss for site, loss in measure_losses(con, dead, since).items() if site in targeted}
     made = RestartReport(plan, checked_at, answers, sites, losses, restarts.exposure_limit)
+    stream = stream_during(settings)
+    made = replace(made, reach=reach(settings, made.unanswered(), stream), stream=stream)
     path = write_report(folder, made)
     log.info("session restarts:\n%s\nreport %s", made.text(), path)
     return made, path

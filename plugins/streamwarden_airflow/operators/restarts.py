@@ -16,7 +16,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from streamwarden.restarts import steps
-from streamwarden.restarts.alerting import exposure_alert, unanswered_alert
+from streamwarden.restarts.alerting import exposure_alert, unanswered_alert, unread_alert
 from streamwarden.restarts.plan import RestartPlan
 from streamwarden.restarts.request import RestartRequest, request_from_params
 from streamwarden.warden.alerts import Alert, alerts_path, already_sent, step_failed_alert
@@ -88,8 +88,9 @@ class SendRestartCommandsOperator(BaseOperator):
 
 class RestartReportOperator(BaseOperator):
     """Runs whatever happened: reports every site's answer, exposure and loss (a table in the log, a file);
-    alerts on sites that opened no new session by their deadline and on sites exposed beyond the limit, or on
-    a failed step; fails the run then.
+    alerts on sites that opened no new session by their deadline (told apart from answers the stream did not
+    read: it was not running, or behind), on sites exposed beyond the limit, or on a failed step; fails the run
+    then.
 
     :param step_ids: the tasks whose failure documents it reports, in order
     :param plan_task_id: the :class:`PlanRestartsOperator` task
@@ -117,8 +118,10 @@ class RestartReportOperator(BaseOperator):
             raise AirflowFailException(f"{self.plan_task_id} left no plan (see its log)")
         report, path = steps.report(hook.settings, hook.restarts, RestartPlan.from_json(planned))
         alerts: list[Alert] = []
-        if report.unanswered():
+        if report.silent():
             alerts.append(unanswered_alert(report, source=source, report_path=str(path)))
+        if report.unread():  # the stream, not the sites: its own alert, class and next action
+            alerts.append(unread_alert(report, source=source, report_path=str(path)))
         if report.overexposed() and report.exposure_limit is not None:
             alerts.append(exposure_alert(report.overexposed(), limit=report.exposure_limit, now=report.checked_at,
                                          source=source, report_path=str(path)))

@@ -9,6 +9,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from streamwarden.restarts import steps
 from streamwarden.restarts.plan import RestartPlan
+from streamwarden.warden.launcher import running_holder
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 
 
@@ -26,10 +27,14 @@ class NewSessionsSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         plan = RestartPlan.from_json(context["ti"].xcom_pull(task_ids=self.plan_task_id))
-        answers = steps.look(DeltaTablesHook().settings, plan)
+        settings = DeltaTablesHook().settings
+        answers = steps.look(settings, plan)
         now = datetime.now(UTC)
         waiting = [t for t in plan.turns if t.request_id not in answers]
         self.log.info("%d/%d sites opened a new session; awaited: %s", len(answers), len(plan.turns),
                       ", ".join(f"{t.site} (until {t.deadline:%H:%M:%S})" for t in waiting[:10]) or "none")
+        if waiting and running_holder(settings) is None:
+            self.log.warning("the stream is not running: no answer can reach session_rows until it runs "
+                             "(stream_supervisor starts it)")
         done = not waiting or now >= plan.deadline
         return PokeReturnValue(done, sorted(answers) if done else None)
