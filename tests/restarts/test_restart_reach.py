@@ -122,3 +122,19 @@ def test_when_the_broker_cannot_say_where_the_stream_stood_the_site_is_alerted_w
     found = reach(unreachable, plan.turns, stream_during(unreachable), timeout=2)
     assert {r.cause for r in found.values()} == {Cause.UNCHECKED}
     assert all("where the stream stood on" in r.evidence() and "unknown" in r.evidence() for r in found.values())
+
+
+def test_after_the_last_deadline_the_wait_goes_on_only_for_answers_the_stream_has_not_read(
+        sites: tuple[Settings, RestartPlan, dict[str, dict[int, int]]]) -> None:
+    """A running stream is seconds behind the clock: right after the deadline a site's answer may be in Kafka,
+    unread. The sensor keeps waiting (at most ``CATCH_UP``) for exactly those sites."""
+    settings, plan, at_deadline = sites
+    s0, s1 = sorted(at_deadline)
+    after = plan.deadline + timedelta(seconds=1)
+    _checkpoint(settings, {s0: {0: 3, 1: 3}, s1: at_deadline[s1]}, committed_at=after.timestamp())
+    assert [t.site for t in steps.unread(settings, plan, {}, after)] == [s0]
+    assert steps.unread(settings, plan, {}, plan.deadline - timedelta(seconds=1)) == [], "not past the deadline"
+    _checkpoint(settings, at_deadline, committed_at=after.timestamp() + 3)  # it caught up: s0 did not answer
+    assert steps.unread(settings, plan, {}, after) == []
+    assert (RESTARTS.catch_up, load_restart_settings(catch_up="0").catch_up) == (600.0, 0.0)
+    assert load_restart_settings(catch_up="2m").catch_up == 120.0

@@ -28,6 +28,9 @@ class RestartSettings(BaseSettings):
                             "session in the output table; later, it is alerted.")
     poke_interval: float = Field(30.0, gt=0, description="How often the output table is asked for the new "
                                  "sessions (no worker slot is held in between).")
+    catch_up: float = Field(600.0, ge=0, description="After the last deadline, how long the sensor waits for the "
+                            "stream to read the sites' topics up to their deadlines when it had not (an answer is "
+                            "in the table only once the stream read it); then the report tells the stream's part.")
     exposure_factor: float = Field(1.5, gt=1, description="A site whose last clean session start is older than "
                                    "this many restart intervals is alerted (exposure).")
 
@@ -45,6 +48,11 @@ class RestartSettings(BaseSettings):
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
+
+    @field_validator("catch_up", mode="before")
+    @classmethod
+    def _catch_up(cls, value: Any) -> float:
+        return 0.0 if str(value).strip() in ("0", "0s") else parse_duration(value)
 
     @property
     def interval(self) -> float | None:

@@ -5,7 +5,8 @@
 2. **send**: one ``restart_session`` command per site on the control topic (created when missing); every
    command delivered, or an ENVIRONMENT failure (:mod:`streamwarden.control.channel`).
 3. **look**: the newest ``session_rows`` asked which requests a new session answers (:mod:`.sessions`);
-   the DAG's sensor repeats this until every site answered or the last deadline passed.
+   the DAG's sensor repeats this until every site answered or the last deadline passed, and then, for at
+   most ``CATCH_UP``, while the stream had not read a silent site's topic up to its deadline (:func:`unread`).
 4. **report**: the answers, every site's sessions and exposure, and each targeted site's loss since its
    previous restart; for a site without an answer, whether the stream had read that far (:mod:`.reach`):
    if not, the stream was not running or behind, and the site is not blamed; written to
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +25,7 @@ import duckdb
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.control.channel import ensure_control_topic, publish_commands
-from streamwarden.restarts.plan import RestartPlan, choose_sites, make_plan, stream_sites
+from streamwarden.restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan, stream_sites
 from streamwarden.restarts.reach import reach, stream_during
 from streamwarden.restarts.report import RestartReport, previous_restarts, restarts_folder, write_report
 from streamwarden.restarts.request import RestartRequest
@@ -64,6 +66,16 @@ def look(settings: Settings, plan: RestartPlan) -> dict[str, Answer]:
         return {}
     with duckdb.connect() as con:
         return find_answers(con, rows, [t.request_id for t in plan.turns])
+
+
+def unread(settings: Settings, plan: RestartPlan, answers: Mapping[str, Answer], now: datetime) -> list[SiteTurn]:
+    """Between steps 3 and 4: the sites past their deadline without an answer whose topic the stream had not
+    read up to that deadline (:mod:`.reach`): their answers may still arrive, once it has."""
+    missing = [t for t in plan.turns if t.request_id not in answers and t.deadline <= now]
+    if not missing:
+        return []
+    found = reach(settings, missing, stream_during(settings))
+    return [t for t in missing if found[t.request_id].cause.stream]
 
 
 def report(settings: Settings, restarts: RestartSettings, plan: RestartPlan, *, now: datetime | None = None
