@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest install clean bench
+.PHONY: run test lint typecheck pytest install clean bench longrun
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,3 +38,9 @@ bench: $(STAMP)
 	test -x bench/.quix-venv/bin/python || $(PYTHON) -m venv bench/.quix-venv
 	bench/.quix-venv/bin/python -m pip install --quiet -r bench/requirements-quix.txt
 	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench $(BENCH_ARGS)
+
+# The long run (not part of `make test`, which runs a 5-minute one): `make run`'s platform headless under a CPU
+# burn, memory per process role, disk, stream deaths, red DAG runs and batch gaps; docs/longrun.md.
+# Shorter: make longrun LONGRUN_ARGS="--minutes 20"
+longrun: $(STAMP)
+	PYTHONPATH=bench $(BIN)/python -m streamwarden_longrun $(LONGRUN_ARGS)

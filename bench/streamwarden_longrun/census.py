@@ -1,0 +1,114 @@
+"""Who runs under `up`, by role, and how much memory each role holds.
+
+`up` makes itself the child subreaper, so every process of the platform, the stream started by an Airflow task
+that has since exited included, is one of its descendants. A *look* (every two seconds) lists them, reads each
+one's command line and RSS (two small files under /proc: well under a millisecond each), registers every
+process ever seen (what must be gone once `up` has stopped) and keeps each role's highest RSS since the last
+sample (a task runs for seconds: a look every 10 s would miss most of them). A *sample* also reads PSS,
+which splits a page shared by forked processes (a PySpark worker and its daemon, a parse process and the
+dag-processor) between them instead of counting it once per process: the kernel walks every page for it,
+about 3 ms of CPU per process here, so it is read at samples only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import psutil
+
+from .records import RoleMemory
+from .roles import OTHER, classify
+
+ProcessKey = tuple[int, float]  # pid and create time: a pid alone may be reused
+
+
+@dataclass
+class SeenProcess:
+    role: str
+    command: str
+
+
+@dataclass
+class RoleLook:
+    processes: int = 0
+    rss_bytes: int = 0
+
+
+@dataclass
+class Census:
+    """The processes under ``root_pid`` (`up`), looked at again and again."""
+
+    root_pid: int
+    seen: dict[ProcessKey, SeenProcess] = field(default_factory=dict)
+    _peaks: dict[str, int] = field(default_factory=dict)
+    _roles_seen: set[str] = field(default_factory=set)
+    _unclassified: set[str] = field(default_factory=set)
+
+    def _members(self) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(self.root_pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def look(self) -> dict[str, RoleLook]:
+        """One pass over the tree: register each process, and each role's RSS (kept as a peak until the next
+        :meth:`take`)."""
+        by_role: dict[str, RoleLook] = {}
+        for process in self._members():
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                command = " ".join(process.cmdline())
+                if not command:  # a process between fork and exec, or exiting
+                    continue
+                role = classify(command)
+                rss = process.memory_info().rss
+                self.seen[(process.pid, process.create_time())] = SeenProcess(role, command[:300])
+                if role == OTHER:
+                    self._unclassified.add(command[:200])
+                look = by_role.setdefault(role, RoleLook())
+                look.processes += 1
+                look.rss_bytes += rss
+        for role, look in by_role.items():
+            self._peaks[role] = max(self._peaks.get(role, 0), look.rss_bytes)
+            self._roles_seen.add(role)
+        return by_role
+
+    def take(self) -> tuple[dict[str, RoleMemory], list[str], list[str]]:
+        """A sample: per role the processes, RSS and PSS now and the RSS peak since the previous sample; the roles
+        seen since then; the command lines no role matched. Starts the next interval's peaks."""
+        totals: dict[str, tuple[int, int, int | None]] = {}
+        self.look()
+        for process in self._members():
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                command = " ".join(process.cmdline())
+                if not command or process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                role = classify(command)
+                memory = process.memory_full_info()
+                pss: int | None = getattr(memory, "pss", None)
+                count, rss, pss_sum = totals.get(role, (0, 0, 0))
+                totals[role] = (count + 1, rss + memory.rss, None if pss is None or pss_sum is None else pss_sum + pss)
+        roles = {role: RoleMemory(count, rss, pss, max(rss, self._peaks.get(role, 0)))
+                 for role, (count, rss, pss) in totals.items()}
+        for role, peak in self._peaks.items():  # came and went between samples (a task)
+            roles.setdefault(role, RoleMemory(0, 0, 0, peak))
+        roles = dict(sorted(roles.items()))
+        roles_seen = sorted(self._roles_seen | set(roles))
+        unclassified = sorted(self._unclassified)
+        self._peaks.clear()
+        self._roles_seen.clear()
+        self._unclassified.clear()
+        return roles, roles_seen, unclassified
+
+    def still_running(self) -> list[tuple[psutil.Process, SeenProcess]]:
+        """Every process ever seen that still runs (the same process: pid and create time)."""
+        alive = []
+        for (pid, created), seen in self.seen.items():
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+                process = psutil.Process(pid)
+                if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
+                    alive.append((process, seen))
+        return alive
