@@ -28,6 +28,7 @@ from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.reading import summarize
+from streamwarden.testing.faults import CHAOS_RAISE_ENV
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.report import ValidationReport, record_last_validated, validation_folder, write_report
 from streamwarden.warden.alerts import Alert, alerts_path, dispatch
@@ -215,7 +216,8 @@ def test_a_stopped_stream_without_a_broker_shows_the_lag_unknown_and_its_last_me
     assert json.loads(json.dumps(dashboard.to_json()))["stream"]["total_lag"] is None
 
 
-def test_a_stopped_streams_lag_is_measured_against_its_checkpoint(settings: Settings) -> None:
+def test_a_stopped_streams_lag_is_measured_against_its_checkpoint(settings: Settings,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from streamwarden.kafka.admin import create_topics
     from support import produce_raw
 
@@ -234,6 +236,14 @@ def test_a_stopped_streams_lag_is_measured_against_its_checkpoint(settings: Sett
     assert dashboard.stream.total_lag == end - 20 and dashboard.stream.broker_error is None
     html = page.fragment(dashboard)
     assert f'data-figure="lag-total">{end - 20:,}<' in html and f'data-figure="lag-{topic}-0">{end - 20:,}<' in html
+
+    monkeypatch.setenv(CHAOS_RAISE_ENV, "watermarks_fetch:ENVIRONMENT")  # the fetch-based query fails
+    listed = snapshot(sources(settings))
+    assert listed.stream is not None and listed.stream.lag_lower_bound and listed.stream.total_lag is not None
+    html = page.fragment(listed)
+    assert f'data-figure="lag-total">at least {listed.stream.total_lag:,}<' in html and "high (at least)" in html
+    assert "broker: high watermarks from ListOffsets (lags are lower bounds)" in html
+    assert "streamwarden_lag_lower_bound 1" in prometheus.render(listed)
 
 
 def test_the_last_measured_rate_is_the_newest_run_of_stream_commits() -> None:
