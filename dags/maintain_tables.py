@@ -63,11 +63,12 @@ stopped: a retention of 0 deletes files the stream has written but not committed
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
 from streamwarden.maintenance.settings import MiB, load_maintenance_settings
+from streamwarden.settings import load_settings
 from streamwarden.tables.location import TABLES
 from streamwarden_airflow.operators.maintenance import (
     CleanUpTablesOperator,
@@ -75,6 +76,7 @@ from streamwarden_airflow.operators.maintenance import (
     MaintenanceReportOperator,
     PlanCompactionOperator,
 )
+from streamwarden_airflow.timetables import start_date
 
 maintenance = load_maintenance_settings()
 PARTITION_FILTER = r"^\s*([A-Za-z_]\w*=[^,=]+(\s*,\s*[A-Za-z_]\w*=[^,=]+)*)?\s*$"
@@ -84,7 +86,7 @@ with DAG(
     description="Compact the stream's small files beside the live stream, prove every row kept, vacuum.",
     doc_md=__doc__,
     schedule=None if maintenance.schedule.lower() == "none" else maintenance.schedule,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    start_date=start_date(load_settings()),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=6),

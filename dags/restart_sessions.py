@@ -59,7 +59,7 @@ exposure too and alerts on it the same way.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
@@ -71,17 +71,18 @@ from streamwarden_airflow.operators.restarts import (
     SendRestartCommandsOperator,
 )
 from streamwarden_airflow.sensors.restarts import NewSessionsSensor
-from streamwarden_airflow.timetables import timetable_for
+from streamwarden_airflow.timetables import start_date, timetable_for
 
 hook = DeltaTablesHook()  # settings only: nothing is read from the broker or the tables while parsing
 restarts = hook.restarts
+timetable = timetable_for(restarts.schedule)
 
 with DAG(
     dag_id="restart_sessions",
     description="Ask every collection site to restart its sessions; confirm the new sessions; report exposure.",
     doc_md=__doc__,
-    schedule=timetable_for(restarts.schedule),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    schedule=timetable,
+    start_date=start_date(hook.settings, timetable),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(days=1),

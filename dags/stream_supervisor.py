@@ -89,11 +89,12 @@ Spark: connection `spark_default`, whose master must equal `STREAMWARDEN_SPARK_M
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param
 
+from streamwarden.settings import load_settings
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden_airflow.operators import (
     AlertOperator,
@@ -102,17 +103,18 @@ from streamwarden_airflow.operators import (
     RestartStreamOperator,
 )
 from streamwarden_airflow.sensors import BackoffSensor
+from streamwarden_airflow.timetables import start_date
 from streamwarden_airflow.triggers import stream_watch_asset
 
 warden = load_warden_settings()
+every_two_minutes = CronTriggerTimetable("*/2 * * * *", timezone="UTC")
 
 with DAG(
     dag_id="stream_supervisor",
     description="The warden: judge the stream's health, restart what a restart fixes, call a person otherwise.",
     doc_md=__doc__,
-    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("*/2 * * * *", timezone="UTC"),
-                                 assets=stream_watch_asset()),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    schedule=AssetOrTimeSchedule(timetable=every_two_minutes, assets=stream_watch_asset()),
+    start_date=start_date(load_settings(), every_two_minutes),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(seconds=warden.backoff_max + warden.startup_grace + 600),

@@ -73,7 +73,7 @@ the user expectations file (`STREAMWARDEN_EXPECTATIONS`) are in `docs/validation
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import DAG, AssetAny, AssetOrTimeSchedule, Param
 
@@ -85,7 +85,7 @@ from streamwarden_airflow.operators.validation import (
     ValidateTablesOperator,
     ValidationReportOperator,
 )
-from streamwarden_airflow.timetables import timetable_for
+from streamwarden_airflow.timetables import start_date, timetable_for
 
 hook = DeltaTablesHook()  # settings only: no table, DataFrame or broker is touched while parsing
 validation = hook.validation
@@ -98,7 +98,7 @@ with DAG(
     description="Reconcile the Delta tables with Kafka's offsets and the checkpoint; check the rows (GX).",
     doc_md=__doc__,
     schedule=maintained if timetable is None else AssetOrTimeSchedule(timetable=timetable, assets=maintained),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    start_date=start_date(hook.settings, timetable),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=1),

@@ -1,29 +1,39 @@
 """End to end: ``streamwarden up --headless`` brings broker, producer and Airflow up, the supervisor DAG
-starts the real stream, Parquet lands, and SIGINT leaves no process and no lease behind."""
+starts the real stream, Parquet lands, and SIGINT leaves no process and no lease behind; started again on
+the same home, after SIGINT and after a kill -9 of ``up``, it is a new platform that commits its own first
+batch with no manual step, no escalation and no red run."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import psutil
 import pytest
 from deltalake import DeltaTable
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING
+from streamwarden.local.airflow_api import AirflowApi
+from streamwarden.local.leftovers import kill_leftovers
 from streamwarden.local.up import LocalPlatform, PlatformOptions
 from streamwarden.processes import group_members
 from streamwarden.runfiles.lease import is_held, read_holder
-from streamwarden.settings import load_settings
+from streamwarden.settings import Settings, load_settings
+from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
-PARQUET_TIMEOUT = 300.0
+FIRST_BATCH_TIMEOUT = 420.0
 EXIT_TIMEOUT = 200.0
+FIRST_BATCH = "first batch committed to the Delta tables"
 
 Seen = dict[tuple[int, float], str]
 
@@ -34,7 +44,6 @@ def _remember(seen: Seen, processes: list[psutil.Process]) -> None:
             seen[(process.pid, process.create_time())] = " ".join(process.cmdline()[:4])
         except psutil.NoSuchProcess:
             continue
-
 
 
 def _still_running(seen: Seen) -> list[str]:
@@ -58,9 +67,8 @@ def _env(home: Path) -> dict[str, str]:
 
 def test_a_second_up_on_the_same_home_is_refused(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path / "home")
-    lock_path = settings.root("run") / "up.lock"
-    lock_path.parent.mkdir(parents=True)
-    with open(lock_path, "a+") as lock:
+    settings.home.mkdir()
+    with open(settings.home / "up.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running `up` holds it
         done = subprocess.run([sys.executable, "-m", "streamwarden", "up", "--headless"], cwd=REPO,
                               env=_env(settings.home), capture_output=True, text=True, timeout=120)
@@ -90,50 +98,119 @@ def test_up_rolls_over_a_full_component_log_and_prunes_past_the_count(tmp_path: 
     assert sorted(p.name for p in platform.logs.iterdir()) == ["producer.log", "producer.log.1"]
 
 
-@pytest.mark.slow
-def test_up_runs_the_platform_and_stops_cleanly(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    env = _env(home)
-    settings = load_settings(home=home)
-    output = tmp_path / "up.out"
-    started = time.monotonic()
-    with open(output, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "streamwarden", "up", "--headless", "--producer-rate", "1000"],
-                              cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    seen: Seen = {}
-    parquet: str | None = None
-    try:
-        up_process = psutil.Process(up.pid)
-        while parquet is None:
-            assert up.poll() is None, f"up exited early:\n{output.read_text()}"
-            assert time.monotonic() - started < PARQUET_TIMEOUT, f"no Parquet yet:\n{output.read_text()}"
-            _remember(seen, up_process.children(recursive=True))
-            holder = read_holder(settings.lease_path)
-            if holder is not None and is_held(settings.lease_path):
-                _remember(seen, group_members(holder.pgid))
-            table = settings.root("output") / "session_rows"
-            parquet = next(iter(DeltaTable(str(table)).file_uris()), None) if (table / "_delta_log").is_dir() else None
+class _Up:
+    """One ``streamwarden up --headless`` on a home, its output in a file, and every process seen under it."""
+
+    def __init__(self, settings: Settings, output: Path, seen: Seen) -> None:
+        self.settings = settings
+        self.output = output
+        self.seen = seen
+        self.started = datetime.now(UTC)
+        self.began = time.monotonic()
+        with open(output, "wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streamwarden", "up", "--headless", "--producer-rate", "1000"], cwd=REPO,
+                env=_env(settings.home), stdout=out, stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.output.read_text()
+
+    def wait_for_first_batch(self) -> float:
+        """Seconds until ``up`` says this platform committed its first batch; every process seen meanwhile is
+        remembered (the stream's group too)."""
+        me = psutil.Process(self.process.pid)
+        while FIRST_BATCH not in self.log():
+            assert self.process.poll() is None, f"up exited early:\n{self.log()}"
+            assert time.monotonic() - self.began < FIRST_BATCH_TIMEOUT, f"no first batch yet:\n{self.log()}"
+            self.remember(me)
             time.sleep(2)
-        first_parquet_s = time.monotonic() - started
-        _remember(seen, up_process.children(recursive=True))
+        self.remember(me)
+        return time.monotonic() - self.began
+
+    def remember(self, me: psutil.Process) -> None:
+        _remember(self.seen, me.children(recursive=True))
+        holder = read_holder(self.settings.lease_path)
+        if holder is not None and is_held(self.settings.lease_path):
+            _remember(self.seen, group_members(holder.pgid))
+
+    def interrupt(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(EXIT_TIMEOUT)
+
+    def api(self) -> AirflowApi:
+        url, password = re.findall(r"Airflow UI\s+(\S+)\s+\(user 'admin', password '([^']+)'\)", self.log())[-1]
+        api = AirflowApi(url)
+        api.login("admin", password)
+        return api
+
+    def red_runs(self) -> list[str]:
+        """Failed runs of this platform (the previous one's, ended when this one started, are earlier)."""
+        status, document = self.api().call(
+            "GET", f"/api/v2/dags/~/dagRuns?state=failed&limit=100&run_after_gte={quote(self.started.isoformat())}")
+        assert status == 200, document
+        return [f"{run['dag_id']}/{run['dag_run_id']}" for run in document["dag_runs"]]
+
+
+def _first_commit_time(settings: Settings) -> datetime:
+    history = DeltaTable(str(settings.root("output") / "session_rows")).history()
+    return datetime.fromtimestamp(min(entry["timestamp"] for entry in history) / 1000, UTC)
+
+
+def _says_the_run_is_new(up: _Up) -> None:
+    """Its first batch is its own, and nothing held it: no escalation, no red run."""
+    settings = up.settings
+    assert _first_commit_time(settings) >= up.started, up.log()
+    assert [a for a in read_alerts(alerts_path(settings)) if a["severity"] == "critical"] == [], up.log()
+    assert up.red_runs() == [], up.log()
+    assert json.loads((settings.root("run") / "platform.json").read_text())["pid"] == up.process.pid
+
+
+@pytest.mark.slow
+def test_up_runs_the_platform_stops_cleanly_and_starts_anew_after_sigint_and_after_kill_9(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    settings = load_settings(home=home)
+    seen: Seen = {}
+    ups: list[_Up] = []
+    try:
+        # 1. A first platform, stopped with Ctrl-C: drained, nothing left behind.
+        ups.append(first := _Up(settings, tmp_path / "up-1.out", seen))
+        first_batch_s = [first.wait_for_first_batch()]
         stream_holder = read_holder(settings.lease_path)
         assert stream_holder is not None and is_held(settings.lease_path)
-        _remember(seen, group_members(stream_holder.pgid))
+        assert "archived the previous run" not in first.log()
+        assert first.interrupt() == 0, first.log()
+        assert "stream: drained" in first.log(), first.log()
+        assert any("spark" in command.lower() for command in seen.values()), seen
+        assert _still_running(seen) == [], first.log()
+        assert not is_held(settings.lease_path)
 
-        up.send_signal(signal.SIGINT)
-        code = up.wait(EXIT_TIMEOUT)
+        # 2. Again after Ctrl-C: the previous run's state archived, a first batch of its own.
+        ups.append(second := _Up(settings, tmp_path / "up-2.out", seen))
+        first_batch_s.append(second.wait_for_first_batch())
+        [archived] = (home / "archive").iterdir()
+        assert f"archived the previous run's checkpoint, output, state, run to {archived}" in second.log()
+        assert (archived / "run" / "warden" / "restarts.json").is_file()  # the breaker's history went with it
+        _says_the_run_is_new(second)
+
+        # 3. Again after a kill -9 of `up` alone: what it left running is killed, a first batch of its own.
+        left = [p for p in psutil.Process(second.process.pid).children(recursive=True)]
+        second.process.kill()
+        second.process.wait()
+        ups.append(third := _Up(settings, tmp_path / "up-3.out", seen))
+        first_batch_s.append(third.wait_for_first_batch())
+        assert [p.pid for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == [], third.log()
+        assert len(list((home / "archive").iterdir())) == 2
+        _says_the_run_is_new(third)
+        assert third.interrupt() == 0, third.log()
     finally:
-        if up.poll() is None:  # a failed test must not leave the broker, producer or Airflow behind
-            for child in psutil.Process(up.pid).children(recursive=True):
-                child.kill()
-            up.kill()
-            up.wait()
-    log = output.read_text()
-    print(log, f"\nfirst Parquet after {first_parquet_s:.0f}s", sep="")
-    assert code == 0, log
-    assert "stream: drained" in log, log
-    assert any("spark" in command.lower() for command in seen.values()), seen
-    assert _still_running(seen) == [], log
+        for up in ups:  # a failed test must not leave the broker, producer, Airflow or the stream behind
+            if up.process.poll() is None:
+                up.process.kill()
+                up.process.wait()
+        kill_leftovers(home)
+    print(*(f"--- up {n}\n{up.log()}" for n, up in enumerate(ups, 1)),
+          f"first batch after {', '.join(f'{s:.0f}' for s in first_batch_s)} s", sep="\n")
+    assert _still_running(seen) == [], third.log()
     assert not is_held(settings.lease_path)
     assert (home / "airflow" / "simple_auth_manager_passwords.json.generated").is_file()
     assert home.stat().st_mode & 0o777 == 0o700

@@ -4,6 +4,11 @@ It runs a Kafka-protocol broker (Tansu) on a free loopback port, the demo produc
 standalone`` with this repository's DAGs and plugins. It does not start the stream itself: the
 ``stream_supervisor`` DAG does (``up`` only triggers a first run instead of waiting for the schedule).
 
+Each ``up`` starts a new platform, since its broker starts empty: it first kills what a crashed ``up``
+on the same home left running (:mod:`.leftovers`), archives the previous run's state (:mod:`.archive`),
+and keeps the Streamwarden DAGs paused until Airflow can run their tasks (:mod:`.clean_start`). The
+Airflow home (database, admin password) stays.
+
 On Ctrl-C or SIGTERM it stops, in order: the producer, Airflow (SIGINT, the only signal it stops
 cleanly on), the stream (drain, then signals), the broker. ``up`` makes itself the child subreaper, so
 the stream, started by an Airflow task that has since exited, is still its descendant, and a final
@@ -21,19 +26,23 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import psutil
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
+from streamwarden.local.airflow_api import TAG, AirflowApi, AirflowApiError
+from streamwarden.local.archive import KEEP, Archived, archive_previous_state, archive_root
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
+from streamwarden.local.clean_start import Parsing, end_unfinished_runs, parsed_since, pause_in_database
+from streamwarden.local.forecast import supervisor_forecast
+from streamwarden.local.leftovers import MARK, kill_leftovers
+from streamwarden.local.platform_record import write_platform_record
 from streamwarden.logs.bounds import LogBounds
 from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.rolling import roll_if_full
@@ -41,13 +50,19 @@ from streamwarden.processes import group_members
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.warden.launcher import REPO_ENV, log_tail, repo_root, stream_env, venv_bin
+from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.status import read_status
 from streamwarden.warden.stop import LIFECYCLE_POOL, StopFailedError, stop_stream
+
+__all__ = ["AirflowApi", "LocalPlatform", "PlatformError", "PlatformOptions", "add_arguments", "run_platform"]
 
 SUPERVISOR_DAG = "stream_supervisor"
 AIRFLOW_BOOT_TIMEOUT = 300.0
 DAG_PARSE_TIMEOUT = 180.0
+LOCK_FILE = "up.lock"
+"""In the home, not the run root: the run root is archived while the lock is held."""
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 
 
 class PlatformError(RuntimeError):
@@ -77,80 +92,6 @@ def run_platform(settings: Settings, args: argparse.Namespace) -> int:
     return LocalPlatform(settings, options, repo_root()).run()
 
 
-class AirflowApi:
-    """The few calls of Airflow's REST API ``up`` needs (standard library HTTP, JSON bodies)."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self.token: str | None = None
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        """``(status, parsed JSON or None)``; HTTP errors are returned, connection errors raised."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
-        for attempt in range(1, 6):  # SQLite under the scheduler's writes: "database is locked" -> 500
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    status, text = response.status, response.read()
-            except urllib.error.HTTPError as exc:
-                status, text = exc.code, exc.read()
-            if status < 500:
-                break
-            time.sleep(attempt)
-        try:
-            return status, json.loads(text) if text else None
-        except json.JSONDecodeError:
-            return status, None
-
-    def healthy(self) -> bool:
-        try:
-            return self.call("GET", "/api/v2/monitor/health")[0] == 200
-        except OSError:
-            return False
-
-    def login(self, username: str, password: str) -> None:
-        status, document = self.call("POST", "/auth/token", {"username": username, "password": password})
-        if status not in (200, 201) or not isinstance(document, dict):
-            raise PlatformError(f"Airflow login as {username!r} failed (HTTP {status}): {document}")
-        self.token = document["access_token"]
-
-    def ensure_pool(self, name: str, slots: int, description: str) -> None:
-        status, pool = self.call("GET", f"/api/v2/pools/{name}")
-        if status == 404:
-            status, pool = self.call("POST", "/api/v2/pools",
-                                     {"name": name, "slots": slots, "description": description})
-            if status == 409:  # created by an attempt whose response was an error
-                status, pool = self.call("GET", f"/api/v2/pools/{name}")
-        elif status == 200 and pool["slots"] != slots:
-            status, pool = self.call("PATCH", f"/api/v2/pools/{name}", {"slots": slots})
-        if status not in (200, 201):
-            raise PlatformError(f"could not create the Airflow pool {name!r} (HTTP {status}): {pool}")
-
-    def dag(self, dag_id: str) -> dict[str, Any] | None:
-        status, document = self.call("GET", f"/api/v2/dags/{dag_id}")
-        return document if status == 200 and isinstance(document, dict) else None
-
-    def import_errors(self) -> list[str]:
-        status, document = self.call("GET", "/api/v2/importErrors")
-        if status != 200 or not isinstance(document, dict):
-            return []
-        return [f"{e.get('filename')}: {e.get('stack_trace')}" for e in document.get("import_errors", [])]
-
-    def unpause_and_trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        """Unpause the DAG (a person may have paused it in an earlier session) and start a run."""
-        status, document = self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
-        if status != 200:
-            raise PlatformError(f"could not unpause {dag_id} (HTTP {status}): {document}")
-        status, document = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                                     {"logical_date": None, "conf": conf})
-        if status not in (200, 201) or not isinstance(document, dict):
-            raise PlatformError(f"could not trigger {dag_id} (HTTP {status}): {document}")
-        return str(document["dag_run_id"])
-
-
 class LocalPlatform:
     """The processes of ``streamwarden up`` and the order they start and stop in."""
 
@@ -164,21 +105,39 @@ class LocalPlatform:
         self.broker: LocalBroker | None = None
         self.producer: subprocess.Popen[bytes] | None = None
         self.airflow: subprocess.Popen[bytes] | None = None
+        self.api: AirflowApi | None = None
+        self.archived: Archived | None = None
         self.started = time.monotonic()
+        self.started_at = datetime.now(UTC)
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def run(self) -> int:
-        self.settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.settings.home.chmod(0o700)  # the Airflow password, database, logs and alerts live below it
-        self.logs.mkdir(parents=True, exist_ok=True)
-        with open(self.settings.root("run") / "up.lock", "a+") as lock:
+        home = self.settings.home
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        home.chmod(0o700)  # the Airflow password, database, logs and alerts live below it
+        with open(home / LOCK_FILE, "a+") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                print(f"streamwarden up: another `streamwarden up` runs with {self.settings.home}",
-                      file=sys.stderr)
+                print(f"streamwarden up: another `streamwarden up` runs with {home}", file=sys.stderr)
                 return EXIT_ALREADY_RUNNING
+            self._begin_new_platform()
             return self._run()
+
+    def _begin_new_platform(self) -> None:
+        """Before anything starts: stop what a crashed ``up`` left running on this home, archive the previous
+        run's state, keep the Streamwarden DAGs paused until Airflow can run them, record this start."""
+        killed = kill_leftovers(self.settings.home)
+        if killed:
+            self._say(f"killed {len(killed)} processes an earlier `up` on this home left running: "
+                      f"{'; '.join(killed[:5])}{' ...' if len(killed) > 5 else ''}")
+        self.archived = archive_previous_state(self.settings, self.started_at)
+        if self.archived is not None:
+            self._say(self.archived.describe())
+        pause_in_database(self.airflow_home / "airflow.db")
+        os.environ[MARK] = str(self.settings.home)  # every process started from here on inherits it
+        self.logs.mkdir(parents=True, exist_ok=True)
+        write_platform_record(self.settings, self.started_at)
 
     def _run(self) -> int:
         _become_child_subreaper()
@@ -192,7 +151,7 @@ class LocalPlatform:
             self._watch()
         except KeyboardInterrupt:
             self._say("stopping (Ctrl-C again is ignored; every step has a time limit) ...")
-        except PlatformError as exc:
+        except (PlatformError, AirflowApiError) as exc:
             print(f"streamwarden up: {exc}", file=sys.stderr, flush=True)
             code = EXIT_CODES[FailureClass.ENVIRONMENT]
         finally:
@@ -213,35 +172,61 @@ class LocalPlatform:
         env = self._base_env()
         self.producer = _spawn(
             [sys.executable, "-m", "streamwarden", "produce", "--rate", f"{self.options.producer_rate:g}"],
-            env, self.logs / "producer.log", cwd=self.settings.home)
+            env, self.logs / "producer.log", cwd=self.settings.home, death_signal=signal.SIGTERM)
         self._say(f"demo producer at {self.options.producer_rate:g} msg/s (log {self.logs / 'producer.log'})")
 
         port = self.options.api_port or free_port()
         base_url = f"http://{LOOPBACK}:{port}"
         self.airflow_home.mkdir(parents=True, exist_ok=True)
+        # SIGINT when `up` dies without stopping it (kill -9): the only signal Airflow stops cleanly on.
         self.airflow = _spawn([str(venv_bin() / "airflow"), "standalone"], self._airflow_env(env, port),
-                              self.logs / "airflow.log", cwd=self.airflow_home)
+                              self.logs / "airflow.log", cwd=self.airflow_home, death_signal=signal.SIGINT)
         self._say(f"airflow standalone starting (log {self.logs / 'airflow.log'}) ...")
-        api = AirflowApi(base_url)
+        self.api = api = AirflowApi(base_url)
         self._wait("the Airflow API", api.healthy, AIRFLOW_BOOT_TIMEOUT)
         username, password = self._wait_for_login()
         api.login(username, password)
+        self._wait("Airflow's execution API", api.execution_api_ready, AIRFLOW_BOOT_TIMEOUT)
         self._say(f"Airflow API ready after {self._elapsed():.0f}s")
         api.ensure_pool(LIFECYCLE_POOL, 1, "Streamwarden stream start/stop: one at a time")
-        self._wait(f"the {SUPERVISOR_DAG} DAG", lambda: api.dag(SUPERVISOR_DAG) is not None,
-                   DAG_PARSE_TIMEOUT, on_timeout=lambda: "\n".join(api.import_errors()))
-        run_id = api.unpause_and_trigger(SUPERVISOR_DAG, {"reason": "streamwarden up"})
-        self._say(f"triggered {SUPERVISOR_DAG} ({run_id}); it starts the stream")
+        self._start_dags(api)
         print("\n".join([
             "",
             f"  Airflow UI     {base_url}  (user {username!r}, password {password!r})",
             f"  Delta tables   {self.settings.output_location}  (list them: streamwarden tables)",
             f"  Logs           {self.logs}",
+            f"  Earlier runs   {archive_root(self.settings)}  (their state, the newest {KEEP} kept)",
             "  Stop           Ctrl-C (drains the stream, then stops everything)",
             "",
         ]), flush=True)
         if not self.options.headless and _has_display():
             webbrowser.open(base_url)
+
+    def _start_dags(self, api: AirflowApi) -> None:
+        """Once every DAG file is parsed again (their schedules then start with this platform): end the
+        previous platform's unfinished runs, unpause the Streamwarden DAGs, trigger the supervisor."""
+        parsing = Parsing(("?",), ())
+
+        def parsed() -> bool:
+            nonlocal parsing
+            parsing = parsed_since(api, self.repo / "dags", self.started_at)
+            return parsing.done
+
+        self._wait("the DAG processor to parse every DAG file", parsed, DAG_PARSE_TIMEOUT,
+                   on_timeout=lambda: f"not parsed yet: {', '.join(parsing.waiting)}")
+        if parsing.import_errors:
+            raise PlatformError("DAG files failed to import:\n" + "\n".join(parsing.import_errors))
+        where = f"; its state is in {self.archived.folder}" if self.archived is not None else ""
+        ended = end_unfinished_runs(api, f"interrupted: its platform stopped before it ended; `streamwarden up` "
+                                         f"started a new platform at {self.started_at:%Y-%m-%d %H:%M:%S} UTC{where}")
+        if ended:
+            self._say(f"marked {len(ended)} unfinished runs of the previous platform failed: {', '.join(ended)}")
+        dag_ids = sorted(dag["dag_id"] for dag in api.dags(tag=TAG))
+        for dag_id in dag_ids:
+            api.set_paused(dag_id, False)
+        self._say(f"unpaused {', '.join(dag_ids)}")
+        run_id = api.trigger(SUPERVISOR_DAG, {"reason": "streamwarden up"})
+        self._say(f"triggered {SUPERVISOR_DAG} ({run_id}); it starts the stream")
 
     def _watch(self) -> None:
         """Until interrupted: fail when a component dies, report stream changes and the first output."""
@@ -263,9 +248,7 @@ class LocalPlatform:
                 if status.pid is not None:
                     self._say(f"stream running as pid {status.pid}")
                 else:
-                    failure = status.last_failure or {}
-                    self._say(f"stream stopped (last failure: {failure.get('failure_class', 'none')}); "
-                              f"the supervisor DAG restarts it")
+                    self._say(self._forecast())
                 running_pid = status.pid
             if not first_output and _first_commit(self.settings):
                 first_output = True
@@ -274,6 +257,12 @@ class LocalPlatform:
                 last_line = time.monotonic()
                 self._say(f"stream {'running' if status.running else 'not running'}, last batch "
                           f"{status.last_batch_id}, heartbeat {status.heartbeat_age_s}s old")
+
+    def _forecast(self) -> str:
+        """What the supervisor will do about the stream that stopped (paused: nothing)."""
+        dag = self.api.dag(SUPERVISOR_DAG) if self.api is not None else None
+        return supervisor_forecast(self.settings, load_warden_settings(), dag_id=SUPERVISOR_DAG,
+                                   paused=bool(dag and dag.get("is_paused")))
 
     def _stop(self) -> None:
         if self.producer is not None:
@@ -319,7 +308,7 @@ class LocalPlatform:
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.repo / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.repo / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # until its execution API answers
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__API__HOST": LOOPBACK,
             "AIRFLOW__API__PORT": str(port),
@@ -356,12 +345,32 @@ class LocalPlatform:
         print(f"[up {self._elapsed():6.1f}s] {message}", flush=True)
 
 
-def _spawn(command: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    """A child in its own session (terminal Ctrl-C reaches only ``up``, which stops children in order)."""
+def _spawn(command: list[str], env: dict[str, str], log_path: Path, cwd: Path,
+           death_signal: signal.Signals) -> subprocess.Popen[bytes]:
+    """A child in its own session (terminal Ctrl-C reaches only ``up``, which stops children in order) that
+    gets ``death_signal`` when ``up`` dies without stopping it."""
     cwd.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
+        # `up` runs no other thread, which is what makes a preexec_fn safe.
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=cwd, start_new_session=True)
+                                env=env, cwd=cwd, start_new_session=True,
+                                preexec_fn=_die_with_parent(death_signal))  # noqa: PLW1509
+
+
+def _die_with_parent(death_signal: signal.Signals) -> Callable[[], None] | None:
+    """What a child runs before exec so that the kernel sends it ``death_signal`` when ``up`` dies (Linux
+    only; elsewhere the next ``up`` kills what is left, :mod:`.leftovers`). A parent gone before that was set
+    is caught by its pid."""
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only calls it
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), death_signal)
+    return arm
 
 
 def _stop_process(process: subprocess.Popen[bytes], name: str, first: signal.Signals, grace: float) -> None:

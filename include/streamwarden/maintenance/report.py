@@ -98,8 +98,9 @@ class MaintenanceReport:
         widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
         text = ["  ".join(cell.ljust(widths[i]) if i in (0, 1, 9) else cell.rjust(widths[i])
                           for i, cell in enumerate(row)).rstrip() for row in [header, *lines]]
-        if not self.rows:
-            text.append("(no table to maintain yet)")
+        if not self.rows:  # no plan at all when planning failed or never ran: the outcome below says which
+            text.append("(no table to maintain yet)" if self.outcome in ("planned", "ok", "dry run")
+                        else "(nothing planned)")
         text.extend(c.text() for c in self.cleanups)
         text.append(f"run {self.run_id}: {self.outcome}")
         return "\n".join(text)

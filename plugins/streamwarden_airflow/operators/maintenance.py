@@ -23,7 +23,7 @@ from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest, request_from_params
 from streamwarden.maintenance.settings import MiB
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
+from streamwarden_airflow.operators.failing import failed_steps, not_done, run_step, step_outcomes
 
 log = logging.getLogger("streamwarden.maintenance")
 MAINTAINED = AssetAlias("streamwarden-maintenance")
@@ -109,7 +109,7 @@ class CleanUpTablesOperator(BaseOperator):
 
 class MaintenanceReportOperator(BaseOperator):
     """Records the run (whatever the other steps did): a table in the log, XCom, ``history.jsonl``;
-    alerts and fails when a step failed.
+    alerts on each step's failure document; fails when a step failed or never ran, naming it.
 
     :param plan_task_id, compact_task_id, clean_up_task_id: the steps whose results it reports
     """
@@ -123,9 +123,9 @@ class MaintenanceReportOperator(BaseOperator):
         plan_id, compact_id, clean_id = self.step_ids
         planned = ti.xcom_pull(task_ids=plan_id) or {"run_id": "-", "request": None, "plans": []}
         request = MaintenanceRequest.from_json(planned["request"]) if planned["request"] else None
-        failures = {task: ti.xcom_pull(task_ids=task, key=FAILURE_KEY) for task in self.step_ids}
-        failed = {task: document for task, document in failures.items() if document}
-        outcome = "; ".join(f"{t} failed ({d['failure_class']})" for t, d in failed.items()) or (
+        outcomes = step_outcomes(context, self.step_ids)
+        # The outcome names the steps that failed (the cause); the run's failure also those that never ran.
+        outcome = failed_steps(outcomes) or not_done(outcomes) or (
             "dry run" if request is not None and request.dry_run else "ok")
         report = MaintenanceReport.build(
             planned["run_id"], dry_run=bool(request and request.dry_run), outcome=outcome,
@@ -137,8 +137,9 @@ class MaintenanceReportOperator(BaseOperator):
         log.info("maintenance report:\n%s", report.text())
         run = context.get("dag_run")
         source = f"{run.dag_id}/{run.run_id}" if run is not None else ""
-        for task, document in failed.items():
-            hook.send_alert(failure_alert(document, source=source, task=task))
-        if failed:
-            raise AirflowFailException(f"maintenance failed: {outcome}; alert sent, see the report above")
+        for step in outcomes:
+            if step.failure is not None:
+                hook.send_alert(failure_alert(step.failure, source=source, task=step.task_id))
+        if any(not step.done for step in outcomes):
+            raise AirflowFailException(f"maintenance failed: {not_done(outcomes)}; see the report above")
         return report.to_json()

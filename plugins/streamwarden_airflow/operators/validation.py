@@ -20,7 +20,7 @@ from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.request import ValidationRequest, request_from_params
 from streamwarden.warden.alerts import alerts_path, already_sent
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
+from streamwarden_airflow.operators.failing import not_done, run_step, step_outcomes
 
 log = logging.getLogger("streamwarden.validation")
 
@@ -73,8 +73,8 @@ class ValidateTablesOperator(BaseOperator):
 
 class ValidationReportOperator(BaseOperator):
     """Runs whatever happened: alerts on findings (class, evidence, the DAG to trigger next; once for the same
-    findings until a run passes) or on a failed step, and fails the run then; on a pass, logs the last
-    validated versions.
+    findings until a run passes) or on a step's failure document, and fails the run then, as it does when a
+    step failed without one or never ran (naming it); on a pass, logs the last validated versions.
 
     :param params_task_id, validate_task_id: the steps whose results it reports
     """
@@ -88,14 +88,15 @@ class ValidationReportOperator(BaseOperator):
         run = context.get("dag_run")
         source = f"{run.dag_id}/{run.run_id}" if run is not None else ""
         hook = DeltaTablesHook()
-        for task in self.step_ids:
-            failure = ti.xcom_pull(task_ids=task, key=FAILURE_KEY)
-            if failure:
-                hook.send_alert(error_alert(failure, source=source, task=task))
-                raise AirflowFailException(f"{task} failed ({failure['failure_class']}); alert sent")
+        outcomes = step_outcomes(context, self.step_ids)
+        for step in outcomes:
+            if step.failure is not None:
+                hook.send_alert(error_alert(step.failure, source=source, task=step.task_id))
+                raise AirflowFailException(f"{step.describe()}; alert sent")
         summary: dict[str, Any] | None = ti.xcom_pull(task_ids=self.step_ids[1])
-        if summary is None:
-            raise AirflowFailException(f"{self.step_ids[1]} left no report (see its log)")
+        if summary is None:  # a step died without a word, or never ran: nothing was validated
+            why = not_done(outcomes) or f"{self.step_ids[1]} left no report"
+            raise AirflowFailException(f"nothing validated: {why}")
         validated = last_validated(validation_folder(hook.settings.root("run"))) or {"tables": {}}
         if not summary["passed"]:
             passes = sorted((entry["validated_at"], entry["run_id"]) for entry in validated["tables"].values())
