@@ -112,6 +112,7 @@ class DagRunPoller:
         self.interval = interval
         self._noticed: queue.Queue[Noticed] = queue.Queue()
         self._stop = threading.Event()
+        self._last_look = False
         self._thread = threading.Thread(target=self._run, name="dag-run-poller", daemon=True)
         self._ready_noted = False
         self._down = False
@@ -121,6 +122,8 @@ class DagRunPoller:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
+            self.poll()
+        if self._last_look:
             self.poll()
 
     def poll(self) -> None:
@@ -145,11 +148,11 @@ class DagRunPoller:
             found.append(self._noticed.get_nowait())
         return found
 
-    def stop(self, last_look: bool) -> None:
-        """Stop the thread (waiting for a look in progress); with ``last_look``, look once more: runs that went red
-        since the previous look."""
+    def finish(self, last_look: bool) -> None:
+        """Ask the thread to end after the look in progress, and with ``last_look`` to look once more first: runs
+        that went red since its previous look. It does not wait: see :meth:`finished`."""
+        self._last_look = last_look
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        if last_look:
-            self.poll()
+
+    def finished(self) -> bool:
+        return not self._thread.is_alive()

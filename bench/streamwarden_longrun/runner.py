@@ -40,6 +40,8 @@ from .records import MIB, Event, EventType, RunInfo, Sample, SampleFile
 from .stream_watch import DeltaCommits, Noticed, StreamWatch
 
 LOOK_S = 2.0
+LAST_API_LOOK_S = 90.0
+"""At most this long for the API's last look at the runs before the SIGINT (its client waits 30 s a call)."""
 """Between looks at the processes and the stream's files: a task runs for several seconds, and a look costs about
 20 ms of CPU (psutil finds a tree's members by reading every process's parent on the machine)."""
 RUN_FILES = ("alerts.jsonl", "last_failure.json", "previous_failure.json", "warden/restarts.json",
@@ -159,9 +161,16 @@ class LongRun:
     def _stop(self, up: subprocess.Popen[bytes], census: Census, reason: str, say: Callable[[str], None]) -> None:
         """SIGINT to `up`, looks until it exits (or the stop timeout: SIGKILL), then processes left behind."""
         with _ignoring_interrupts():
-            self.poller.stop(last_look=up.poll() is None)  # while the API still answers
-            self._record(self.poller.drain())
             self._event(EventType.STOPPING, {"reason": reason})
+            # The API's last word on the runs while it still answers (tens of seconds on a busy machine); the
+            # stream is still watched meanwhile, as before the stop.
+            self.poller.finish(last_look=up.poll() is None)
+            asked = time.monotonic()
+            while not self.poller.finished() and time.monotonic() - asked < LAST_API_LOOK_S:
+                census.look()
+                self._record(self.stream.look(stopping=False))
+                time.sleep(LOOK_S)
+            self._record(self.poller.drain())
             say(f"stopping up with SIGINT ({reason})")
             began = time.monotonic()
             if up.poll() is None:
