@@ -141,6 +141,12 @@ class Settings(BaseSettings):
     spark_conf: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False, description="Extra Spark conf (JSON in the env).")
     read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
+    watermark_timeout: float = Field(
+        4.0, gt=0, description="Seconds a trigger waits for the broker's watermarks; partitions whose fetch did not "
+        "answer are planned up to ListOffsets' end (a lower bound on Tansu) and asked again at the next trigger.")
+    broker_timeout: float = Field(
+        300.0, gt=0, description="Seconds the broker may leave the stream's queries unanswered (each trigger plans "
+        "nothing new meanwhile) before the stream fails with ENVIRONMENT.")
     max_read_tasks: int | None = Field(
         None, ge=0, description="At most this many Spark tasks read Kafka per micro-batch (0: one per "
         "topic-partition; unset: the cores of a local[N] master, 8 on a cluster)."
@@ -248,8 +254,8 @@ class Settings(BaseSettings):
         parsed = parse_output_root(value)
         return str(parsed) if isinstance(parsed, StoreUri) else parsed
 
-    @field_validator("trigger_interval", "read_timeout", "lateness", "session_timeout", "log_max_age",
-                     mode="before")
+    @field_validator("trigger_interval", "read_timeout", "watermark_timeout", "broker_timeout", "lateness",
+                     "session_timeout", "log_max_age", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)

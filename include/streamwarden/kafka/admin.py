@@ -2,8 +2,8 @@
 
 Watermarks: Apache Kafka answers ListOffsets(latest) with the log end; Tansu answers with the base
 offset of the last record batch + 1. The watermarks carried in a *fetch* response are right on both, so
-:func:`fetch_high_watermarks` reads them from one fetch per partition: at the end it knew, or just
-before the listed end.
+:func:`watermarks_within` lists every partition, then fetches each once, at the end it knew or just
+before the listed end, within a time budget; :func:`fetch_high_watermarks` is its strict form.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from streamwarden.failures import ConfigError, EnvironmentFailure
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 KNOWN_END_GRACE_S = 2.0
-"""How long :func:`fetch_high_watermarks` waits for a fetch at a known end before it lists the partition."""
+"""How long :func:`watermarks_within` waits for its first fetches (at known ends: an answer at once) before it
+asks the unanswered partitions just before their listed end."""
 FETCH_BUDGET_BYTES = 65_536
 """A metadata consumer's fetch size: it needs one batch per partition, not the data."""
 
@@ -82,15 +83,80 @@ def list_partitions(consumer: Consumer, pattern: str, timeout: float = 10.0) -> 
 def list_offsets_watermarks(
     consumer: Consumer, partitions: Iterable[TopicPartitionId], timeout: float = 10.0
 ) -> dict[TopicPartitionId, tuple[int, int]]:
-    """(low, high) per partition from ListOffsets; ``high`` is exact only on Apache Kafka."""
+    """(low, high) per partition from ListOffsets; ``high`` is exact only on Apache Kafka (on Tansu it is the
+    start of the last record batch + 1: a lower bound). ``timeout`` bounds the whole listing, not each
+    partition, so a broker that stopped answering costs one ``timeout``, not one per partition."""
     result = {}
+    deadline = time.monotonic() + timeout
     for tp in partitions:
+        left = deadline - time.monotonic()
         try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=timeout)
+            if left <= 0:
+                raise KafkaException(f"no ListOffsets answer within {timeout:.0f}s")
+            low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=left)
         except KafkaException as exc:
             raise EnvironmentFailure(f"cannot read offsets of {tp.topic}[{tp.partition}]: {exc}",
                                      topic=tp.topic, partition=tp.partition) from exc
         result[tp] = (int(low), int(high))
+    return result
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    """A partition's log start and end as the broker answered them; ``exact`` is false when ``high`` is only
+    ListOffsets' answer, a lower bound of the end on Tansu (its fetch did not answer in time)."""
+
+    low: int
+    high: int
+    exact: bool
+
+
+def watermarks_within(
+    consumer: Consumer,
+    partitions: Iterable[TopicPartitionId],
+    budget: float,
+    known: dict[TopicPartitionId, int] | None = None,
+) -> dict[TopicPartitionId, Watermarks]:
+    """Every partition's watermarks in one ListOffsets round and at most ``budget`` seconds of fetching.
+
+    ListOffsets answers the log start exactly on every broker, and the end exactly on Apache Kafka; on
+    Tansu it answers the start of the last record batch + 1. A fetch response carries the exact end on
+    both, so a partition is fetched once, in one assignment for all:
+
+    * at its end known from the previous call (``known``, updated in place with every exact end) when
+      ListOffsets shows no batch after it: the broker answers at once with the end of its log;
+    * otherwise just before the listed end (the last batch on Tansu, the last record on Kafka);
+    * a partition unanswered after ``KNOWN_END_GRACE_S`` (its known end beyond a recreated topic's log, or
+      a slow answer) is asked again just before the listed end for the rest of the budget.
+
+    On Tansu the cost of a fetch below the end grows with the partition's log while records are being
+    produced, so the fetch has ``budget`` seconds; a partition left unanswered keeps the listed end with
+    ``exact=False`` (never beyond the real end, so a reader planned up to it reads nothing that is not
+    there), to be asked again at the next call. Raises :class:`EnvironmentFailure` only when ListOffsets
+    itself gets no answer within ``budget``: the broker is unreachable.
+    """
+    memo = {} if known is None else known
+    wanted = list(partitions)
+    listed = list_offsets_watermarks(consumer, wanted, budget)
+    positions = {}
+    for tp, (low, high) in listed.items():
+        if high <= low:
+            continue  # an empty log: nothing to fetch
+        end = memo.get(tp)
+        positions[tp] = end if end is not None and high <= end else high - 1
+    deadline = time.monotonic() + budget
+    fetched = _fetched_watermarks(consumer, positions, min(budget, KNOWN_END_GRACE_S))
+    # A known end the log no longer reaches (the topic was recreated) gets no answer from Tansu: ask those,
+    # and the fetches still unanswered, just before the listed end for the rest of the budget.
+    again = {tp: listed[tp][1] - 1 for tp in positions if tp not in fetched}
+    fetched.update(_fetched_watermarks(consumer, again, deadline - time.monotonic()) if again else {})
+    result = {}
+    for tp, (low, high) in listed.items():
+        if tp in fetched and fetched[tp][1] >= high:
+            result[tp] = Watermarks(low, fetched[tp][1], exact=True)
+        else:  # an empty log, or a fetch with no answer in time (or at a known end the log no longer reaches)
+            result[tp] = Watermarks(low, high, exact=tp not in positions)
+    memo.update({tp: marks.high for tp, marks in result.items() if marks.exact})
     return result
 
 
@@ -100,36 +166,14 @@ def fetch_high_watermarks(
     timeout: float = 10.0,
     known: dict[TopicPartitionId, int] | None = None,
 ) -> dict[TopicPartitionId, tuple[int, int]]:
-    """(low, high) per partition, both taken from a fetch response (right on every broker).
-
-    librdkafka keeps the log start and the high watermark of the last fetch response per partition; a
-    partition is answered by its first record or its end-of-log event after an assignment. Two ways:
-
-    1. A partition in ``known`` (its exact end at the previous call; updated in place) is fetched at that
-       end. Nothing new: the broker answers with the end of the log; something new: with the first new
-       record batch. No ListOffsets; on Tansu, whose in-memory storage lists every record batch of a
-       partition to answer ListOffsets or a fetch below the end, a partition with nothing new costs no
-       listing at all, and one with new records costs one instead of three.
-    2. Every other partition, and any the first way left unanswered after ``KNOWN_END_GRACE_S`` (its
-       known end is beyond the log: the topic was recreated), is listed (ListOffsets earliest and latest)
-       and fetched at ``listed_high - 1``: the start of the last batch on Tansu, the last record on Kafka.
-    """
-    memo = {} if known is None else known
-    wanted = list(partitions)
-    answered = _fetched_watermarks(consumer, {tp: memo[tp] for tp in wanted if tp in memo},
-                                   min(timeout, KNOWN_END_GRACE_S))
-    result = {tp: marks for tp, marks in answered.items() if marks[0] >= 0}  # else no log start: list it
-    rest = [tp for tp in wanted if tp not in result]
-    listed = list_offsets_watermarks(consumer, rest, timeout) if rest else {}
-    result.update({tp: marks for tp, marks in listed.items() if marks[1] <= marks[0]})
-    moved = {tp: high - 1 for tp, (low, high) in listed.items() if high > low}
-    fetched = _fetched_watermarks(consumer, moved, timeout)
-    if missing := sorted(set(moved) - set(fetched)):
+    """Exact (low, high) of every partition (:func:`watermarks_within`), for checks that must not work on a
+    lower bound (validation, recovery plans); a partition whose fetch did not answer within ``timeout`` is
+    an :class:`EnvironmentFailure` naming it."""
+    marks = watermarks_within(consumer, partitions, timeout, known)
+    if missing := sorted(tp for tp, found in marks.items() if not found.exact):
         names = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in missing)
         raise EnvironmentFailure(f"no fetch response for {names} within {timeout:.0f}s")
-    result.update({tp: (listed[tp][0], max(fetched[tp][1], listed[tp][1])) for tp in moved})
-    memo.update({tp: high for tp, (_, high) in result.items()})
-    return result
+    return {tp: (found.low, found.high) for tp, found in marks.items()}
 
 
 def _fetched_watermarks(

@@ -75,6 +75,8 @@ def source_options(settings: Settings, layout: StateLayout | None = None) -> dic
             "stopMarkerPath": str(settings.stop_marker_path),
             "initialOffsetsPath": str(settings.checkpoint_location / INITIAL_OFFSETS_FILE),
             "readTimeout": str(settings.read_timeout),
+            "watermarkTimeout": str(settings.watermark_timeout),
+            "brokerTimeout": str(settings.broker_timeout),
             "maxReadTasks": str(settings.read_tasks),
             "packSessionBuckets": str(layout.buckets if layout else 0),
             "bucketPartitions": str(layout.partitions if layout else 0),

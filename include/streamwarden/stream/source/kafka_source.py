@@ -17,6 +17,11 @@ Options mirror Spark's Kafka source so users recognise them:
 ``initialOffsetsPath``      where the first planned offsets are persisted, so a replay of batch 0 after
                             a crash reads exactly the same range
 ``readTimeout``             seconds a reader waits for a planned record before ENVIRONMENT failure
+``watermarkTimeout``        seconds a trigger waits for the broker's watermarks (default 4); partitions
+                            whose fetch did not answer are planned up to ListOffsets' end, a lower bound
+``brokerTimeout``           seconds the broker may leave the driver's queries unanswered before the
+                            process fails with ENVIRONMENT (default 300); until then each trigger that
+                            gets no answer plans nothing new and the next one asks again
 ``maxReadTasks``            at most this many Spark tasks read per micro-batch; the topic-partitions'
                             ranges are packed into them by record count (default 0: one task per
                             topic-partition, as Spark's Kafka source does)
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,13 +53,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from streamwarden.atomic import read_json, write_json_atomic
-from streamwarden.failures import ConfigError, DataLossError
+from streamwarden.failures import ConfigError, DataLossError, EnvironmentFailure
 from streamwarden.kafka.admin import (
     TopicPartitionId,
-    fetch_high_watermarks,
+    Watermarks,
     list_offsets_watermarks,
     list_partitions,
     metadata_consumer,
+    watermarks_within,
 )
 from streamwarden.runfiles.checkpoint import OffsetDoc
 from streamwarden.stream.sessions.buckets import bucket_labels
@@ -73,6 +80,17 @@ def _flag(options: dict[str, str], name: str, default: bool) -> bool:
     if value not in {"true", "false"}:
         raise ConfigError(f"option {name} must be true or false, got {value!r}")
     return value == "true"
+
+
+def _seconds(options: dict[str, str], name: str, default: float) -> float:
+    text = options.get(name, str(default))
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ConfigError(f"option {name} must be a positive number of seconds, got {text!r}")
+    return value
 
 
 class KafkaSourceOptions:
@@ -99,6 +117,8 @@ class KafkaSourceOptions:
         self.initial_offsets_path = (Path(options["initialoffsetspath"])
                                      if options.get("initialoffsetspath") else None)
         self.read_timeout = float(options.get("readtimeout", "120"))
+        self.watermark_timeout = _seconds(options, "watermarktimeout", 4.0)
+        self.broker_timeout = _seconds(options, "brokertimeout", 300.0)
         self.max_read_tasks = int(options.get("maxreadtasks", "0"))
         self.pack_buckets = int(options.get("packsessionbuckets", "0"))
         self.bucket_partitions = int(options.get("bucketpartitions", "0"))
@@ -130,6 +150,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._consumer: Consumer | None = None
         self._latest: OffsetDoc | None = None
         self._known_ends: dict[TopicPartitionId, int] = {}
+        self._answered_at = time.monotonic()  # the broker's last answer (or the reader's creation)
+        self._inexact: set[TopicPartitionId] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -143,22 +165,57 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._consumer = metadata_consumer(self.options.client_config)
         return self._consumer
 
-    def _watermarks(self, partitions: list[TopicPartitionId]) -> dict[TopicPartitionId, tuple[int, int]]:
-        if self.options.watermark_source == "fetch":
-            return fetch_high_watermarks(self._meta(), partitions, known=self._known_ends)
-        return list_offsets_watermarks(self._meta(), partitions)
+    def _watermarks(self) -> dict[TopicPartitionId, Watermarks]:
+        """Every matching partition's watermarks; :class:`EnvironmentFailure` when the broker gave none."""
+        partitions = list_partitions(self._meta(), self.options.pattern, self.options.watermark_timeout)
+        if self.options.watermark_source == "list_offsets":
+            listed = list_offsets_watermarks(self._meta(), partitions, self.options.watermark_timeout)
+            return {tp: Watermarks(low, high, exact=True) for tp, (low, high) in listed.items()}
+        marks = watermarks_within(self._meta(), partitions, self.options.watermark_timeout, self._known_ends)
+        inexact = {tp for tp, found in marks.items() if not found.exact}
+        if inexact != self._inexact:  # said once per change, not at every trigger
+            if inexact:
+                log.warning("no fetch answer within %.0fs for %s: planned up to ListOffsets' end (a lower bound); "
+                            "asked again at the next trigger", self.options.watermark_timeout, _names(inexact))
+            else:
+                log.info("every partition's end answered exactly again")
+            self._inexact = inexact
+        return marks
+
+    def _answered(self) -> dict[TopicPartitionId, Watermarks] | None:
+        """The watermarks, or None when the broker did not answer this time and ``brokerTimeout`` has not
+        passed since its last answer (the next trigger asks again); past it, the ENVIRONMENT failure."""
+        try:
+            marks = self._watermarks()
+        except EnvironmentFailure as exc:
+            silent = time.monotonic() - self._answered_at
+            if silent >= self.options.broker_timeout:
+                raise EnvironmentFailure(
+                    f"the broker has not answered the source's queries for {silent:.0f}s (brokerTimeout "
+                    f"{self.options.broker_timeout:.0f}s): {exc.message}") from exc
+            log.warning("the broker did not answer (%s); no new offsets this trigger, %.0fs of %.0fs without an "
+                        "answer", exc.message, silent, self.options.broker_timeout)
+            if self._consumer is not None:  # a client stuck on a dead connection is not reused
+                self._consumer.close()
+                self._consumer = None
+            return None
+        self._answered_at = time.monotonic()
+        return marks
 
     def initialOffset(self) -> dict[str, Any]:
         path = self.options.initial_offsets_path
         persisted = read_json(path) if path else None
         if persisted is not None:
             return dict(persisted)
-        partitions = list_partitions(self._meta(), self.options.pattern)
-        marks = self._watermarks(partitions)
+        marks = self._answered()
+        while marks is None:  # no offsets to start from yet: ask until the broker answers or brokerTimeout
+            time.sleep(1.0)
+            marks = self._answered()
         spec = self.options.starting_offsets
         explicit = from_doc(json.loads(spec)) if spec not in {"earliest", "latest"} else {}
         positions: Positions = {}
-        for tp, (low, high) in marks.items():
+        for tp, found in marks.items():
+            low, high = found.low, found.high  # "latest" from a lower bound starts a little early, losing nothing
             wanted = explicit.get(tp, _LATEST if spec == "latest" else _EARLIEST)
             offset = low if wanted == _EARLIEST else high if wanted == _LATEST else wanted
             if offset < low and self.options.fail_on_data_loss:
@@ -182,17 +239,20 @@ class KafkaStreamReader(DataSourceStreamReader):
             log.info("stop marker %s present: planning no new offsets", self.options.stop_marker)
             return start
         begin = from_doc(start)
-        partitions = list_partitions(self._meta(), self.options.pattern)
-        marks = self._watermarks(partitions)
-        self._latest = to_doc({tp: high for tp, (_, high) in marks.items()})
+        marks = self._answered()
+        if marks is None:
+            return start
+        self._latest = to_doc({tp: found.high for tp, found in marks.items()})
         self._prune(begin, set(marks))
         latest: Positions = {}
-        for tp, (low, high) in marks.items():
+        for tp, found in marks.items():
             if tp not in begin:
-                latest[tp] = low  # new partition: enters at its earliest offset, read from the next batch
-                log.warning("new topic-partition %s[%d] joins at offset %d", tp.topic, tp.partition, low)
-                continue
-            latest[tp] = self._checked_end(tp, begin[tp], low, high)
+                latest[tp] = found.low  # new partition: enters at its earliest offset, read from the next batch
+                log.warning("new topic-partition %s[%d] joins at offset %d", tp.topic, tp.partition, found.low)
+            elif found.exact or begin[tp] < found.low:
+                latest[tp] = self._checked_end(tp, begin[tp], found.low, found.high)
+            else:  # a lower bound of the end proves no loss: plan up to it, never back
+                latest[tp] = max(begin[tp], found.high)
         if isinstance(limit, ReadMaxRows):
             latest = spread_limit({tp: p for tp, p in begin.items() if tp in latest}, latest, limit.max_rows)
         return dict(to_doc(latest))
@@ -258,3 +318,7 @@ class KafkaInputPartition(InputPartition):
     def __init__(self, ranges: list[KafkaRange]) -> None:
         super().__init__(ranges)
         self.ranges = ranges
+
+
+def _names(partitions: set[TopicPartitionId]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(partitions))
