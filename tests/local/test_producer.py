@@ -189,7 +189,7 @@ def test_duration_and_padding(broker: LocalBroker) -> None:
 
 def test_delivery_errors_are_counted(broker: LocalBroker) -> None:
     settings = load_settings(bootstrap_servers=f"127.0.0.1:{free_port()}",
-                             kafka_config={"message.timeout.ms": "300"})
+                             kafka_config={"message.timeout.ms": "300", "linger.ms": "20"})
     report = run_producer(settings, ProducerOptions(max_messages=50, create_topics=False))
     assert report.messages_sent == 0
     assert report.delivery_errors == 50

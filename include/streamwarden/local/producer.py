@@ -61,7 +61,10 @@ _MAX_BATCH = 1000
 _ERROR_SAMPLES = 5
 _CONTROL_POLL_S = 0.2  # longest wait of the rate limiter, so commands are seen in time
 _PRODUCER_DEFAULTS = {
-    "linger.ms": "20",
+    # The embedded broker keeps every record and its cost grows with the record batches it holds: a batch a
+    # second per partition, compressed, takes ~120 bytes a message there instead of ~320 at 2,000 msg/s.
+    "linger.ms": "1000",
+    "compression.type": "lz4",
     "batch.num.messages": "10000",
     "queue.buffering.max.messages": "500000",
     "enable.idempotence": "true",  # retries never reorder a partition, so per-session seq order holds

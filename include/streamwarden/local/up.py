@@ -39,6 +39,7 @@ from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.airflow_api import TAG, AirflowApi, AirflowApiError
 from streamwarden.local.archive import KEEP, Archived, archive_previous_state, archive_root
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
+from streamwarden.local.broker_memory import MIB, BrokerMemory, Level, Reading, default_limit, parse_size
 from streamwarden.local.clean_start import Parsing, end_unfinished_runs, parsed_since, pause_in_database
 from streamwarden.local.forecast import supervisor_forecast
 from streamwarden.local.leftovers import MARK, kill_leftovers
@@ -74,6 +75,7 @@ class PlatformOptions:
     headless: bool
     api_port: int
     producer_rate: float
+    broker_memory_limit: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,11 +86,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Airflow UI/API port on 127.0.0.1 (default: a free port)")
     parser.add_argument("--producer-rate", type=float, default=2000.0,
                         help="demo producer messages per second (default %(default)s)")
+    parser.add_argument("--broker-memory-limit", type=_size, default=None,
+                        help="the embedded broker keeps every record: at this resident size (e.g. 2g) the demo "
+                             "producer stops and the broker stays that big (default: a sixth of the machine's "
+                             "memory, at most 4g)")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_platform(settings: Settings, args: argparse.Namespace) -> int:
     """Run until Ctrl-C/SIGTERM (exit 0) or until a component dies (ENVIRONMENT exit code)."""
-    options = PlatformOptions(args.headless, args.api_port, args.producer_rate)
+    options = PlatformOptions(args.headless, args.api_port, args.producer_rate,
+                              args.broker_memory_limit or default_limit())
     return LocalPlatform(settings, options, repo_root()).run()
 
 
@@ -104,6 +118,8 @@ class LocalPlatform:
         self.airflow_home = settings.home / "airflow"
         self.broker: LocalBroker | None = None
         self.producer: subprocess.Popen[bytes] | None = None
+        self.broker_memory = BrokerMemory(options.broker_memory_limit)
+        self.broker_level = Level.OK
         self.airflow: subprocess.Popen[bytes] | None = None
         self.api: AirflowApi | None = None
         self.archived: Archived | None = None
@@ -129,8 +145,8 @@ class LocalPlatform:
         run's state, keep the Streamwarden DAGs paused until Airflow can run them, record this start."""
         killed = kill_leftovers(self.settings.home)
         if killed:
-            self._say(f"killed {len(killed)} processes an earlier `up` on this home left running: "
-                      f"{'; '.join(killed[:5])}{' ...' if len(killed) > 5 else ''}")
+            self._say(f"killed {_count(len(killed), 'process', 'processes')} an earlier `up` on this home left "
+                      f"running: {'; '.join(killed[:5])}{' ...' if len(killed) > 5 else ''}")
         self.archived = archive_previous_state(self.settings, self.started_at)
         if self.archived is not None:
             self._say(self.archived.describe())
@@ -168,7 +184,8 @@ class LocalPlatform:
         prune_logs(self.log_bounds)
         self.broker = LocalBroker(log_path=self.logs / "broker.log").start()
         self.settings = self.settings.model_copy(update={"bootstrap_servers": self.broker.bootstrap_servers})
-        self._say(f"broker (Tansu, in memory) on {self.broker.bootstrap_servers}")
+        self._say(f"broker (Tansu, in memory: it keeps every record) on {self.broker.bootstrap_servers}; the "
+                  f"demo producer stops when it holds {self.broker_memory.limit / MIB:.0f} MiB")
         env = self._base_env()
         self.producer = _spawn(
             [sys.executable, "-m", "streamwarden", "produce", "--rate", f"{self.options.producer_rate:g}"],
@@ -220,7 +237,8 @@ class LocalPlatform:
         ended = end_unfinished_runs(api, f"interrupted: its platform stopped before it ended; `streamwarden up` "
                                          f"started a new platform at {self.started_at:%Y-%m-%d %H:%M:%S} UTC{where}")
         if ended:
-            self._say(f"marked {len(ended)} unfinished runs of the previous platform failed: {', '.join(ended)}")
+            self._say(f"marked {_count(len(ended), 'unfinished run')} of the previous platform failed: "
+                      f"{', '.join(ended)}")
         dag_ids = sorted(dag["dag_id"] for dag in api.dags(tag=TAG))
         for dag_id in dag_ids:
             api.set_paused(dag_id, False)
@@ -243,6 +261,7 @@ class LocalPlatform:
                                         f"{log_tail(log)}")
             _reap_adopted({p.pid for _, p in self._components()})
             self._roll_logs()
+            memory = self._broker_reading()
             status = read_status(self.settings)
             if status.pid != running_pid:
                 if status.pid is not None:
@@ -256,7 +275,32 @@ class LocalPlatform:
             if not self.options.headless and time.monotonic() - last_line >= 60:
                 last_line = time.monotonic()
                 self._say(f"stream {'running' if status.running else 'not running'}, last batch "
-                          f"{status.last_batch_id}, heartbeat {status.heartbeat_age_s}s old")
+                          f"{status.last_batch_id}, heartbeat {status.heartbeat_age_s}s old; "
+                          f"{memory.describe() if memory else 'broker memory unknown'}")
+
+    def _broker_reading(self) -> Reading | None:
+        """The broker's memory now; past 80% of its limit says so once, at the limit stops the demo producer."""
+        process = self.broker.process if self.broker else None
+        try:
+            rss = psutil.Process(process.pid).memory_info().rss if process is not None else None
+        except psutil.Error:
+            rss = None
+        if rss is None:
+            return None
+        reading = self.broker_memory.add(time.monotonic(), rss)
+        if reading.level is self.broker_level or reading.level is Level.OK:
+            return reading
+        self.broker_level = reading.level
+        if reading.level is Level.WARN:
+            self._say(f"{reading.describe()}: the embedded broker keeps every record (Tansu in memory has no "
+                      f"retention); at the limit the demo producer stops (--broker-memory-limit, --producer-rate)")
+        elif self.producer is not None:
+            _stop_process(self.producer, "producer", signal.SIGINT, grace=10)
+            self.producer = None
+            self._say(f"{reading.describe()}: limit reached, the demo producer is stopped so the broker stays at "
+                      f"this size; the platform keeps running on what it holds. For more demo traffic start "
+                      f"`streamwarden up` again (this run's state is archived) or give a lower --producer-rate")
+        return reading
 
     def _forecast(self) -> str:
         """What the supervisor will do about the stream that stopped (paused: nothing)."""
@@ -440,6 +484,10 @@ def _first_commit(settings: Settings) -> bool:
     location = TableLocation.of(settings, RECORDS if settings.pipeline == "records" else SESSION_ROWS)
     table = location.open_or_none()
     return table is not None and bool(table.file_uris())
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _has_display() -> bool:
