@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest install clean bench longrun
+.PHONY: run test lint typecheck pytest install clean bench bench-watermarks longrun
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,3 +44,8 @@ bench: $(STAMP)
 # Shorter: make longrun LONGRUN_ARGS="--minutes 20"
 longrun: $(STAMP)
 	PYTHONPATH=bench $(BIN)/python -m streamwarden_longrun $(LONGRUN_ARGS)
+
+# The source's watermark query per trigger at a log of 15 minutes of demo traffic and at ten times that
+# (results in bench/results/watermarks/; about 15 minutes).
+bench-watermarks: $(STAMP)
+	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench.watermark_cost $(BENCH_ARGS)
