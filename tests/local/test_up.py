@@ -78,7 +78,8 @@ def test_a_second_up_on_the_same_home_is_refused(tmp_path: Path) -> None:
 
 def test_up_rolls_over_a_full_component_log_and_prunes_past_the_count(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path / "home", log_max_bytes=1024, log_backups=2)
-    platform = LocalPlatform(settings, PlatformOptions(headless=True, api_port=0, producer_rate=1.0), REPO)
+    options = PlatformOptions(headless=True, api_port=0, producer_rate=1.0, broker_memory_limit=2**30)
+    platform = LocalPlatform(settings, options, REPO)
     platform.logs.mkdir(parents=True)
     (platform.logs / "producer.log.3").write_text("left by a run with more backups")
     log = platform.logs / "producer.log"
