@@ -37,6 +37,7 @@ START = 1_800_000_000.0  # the made-up run's start, epoch seconds
     ("/usr/lib/jvm/java-17/bin/java -cp /v/pyspark/conf org.apache.spark.deploy.SparkSubmit --master local[*]",
      "stream-driver-jvm"),
     ("bash /v/pyspark/bin/spark-class org.apache.spark.deploy.SparkSubmit --master local[*]", "stream-launcher"),
+    ("/usr/lib/jvm/java-17-openjdk-amd64/lib/jspawnhelper 17.0.15+6-Debian-1deb12u1 572:573:575", "stream-launcher"),
     ("/v/bin/python /work/main/jobs/stream.py", "stream-driver-python"),
     ("/v/bin/python -m pyspark.daemon pyspark.worker", "stream-python-workers"),
     ("/v/bin/python -m pyspark.sql.streaming.python_streaming_source_runner", "stream-python-workers"),
@@ -53,8 +54,15 @@ def _info(minutes: float = 60.0) -> RunInfo:
 
 
 def _sample(minute: int, broker_mib: float, commits: list[float]) -> Sample:
-    roles = {role: RoleMemory(1, 100 * MIB, 50 * MIB, 100 * MIB) for role in EXPECTED_ROLES}
-    roles["broker"] = RoleMemory(1, int(broker_mib * MIB), int(broker_mib * MIB), int(broker_mib * MIB))
+    roles = {role: RoleMemory(1, 100 * MIB, 50 * MIB, 100 * MIB, 100 * MIB) for role in EXPECTED_ROLES}
+    broker = int(broker_mib * MIB)
+    roles["broker"] = RoleMemory(1, broker, broker, broker, broker)
+    # a task's processes: there at one sample in three, each larger than the last, never long-lived
+    task = (40 + minute) * MIB
+    roles["airflow-tasks"] = RoleMemory(1 if minute % 3 == 0 else 0, task if minute % 3 == 0 else 0, 0, task, 0)
+    # parse processes come and go beside the long-lived dag-processor: its sum jumps, its long-lived part does not
+    roles["airflow-dag-processor"] = RoleMemory(3 if minute % 2 else 1, (900 if minute % 2 else 500) * MIB, 0,
+                                                900 * MIB, 500 * MIB)
     return Sample(at="", elapsed_s=minute * 60.0, roles=roles, roles_seen=sorted(roles), unclassified=[],
                   disk_bytes={"logs": minute * MIB, "data-files": 0}, disk_free_bytes=50 * 2**30,
                   machine_available_bytes=20 * 2**30, load_average=[1.0, 1.0, 1.0], stream_running=True,
@@ -87,6 +95,8 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     roles = {role.role: role for role in summary.roles}
     assert roles["broker"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5) and roles["broker"].flat is False
     assert roles["producer"].slope_mib_per_hour == pytest.approx(0.0, abs=0.01) and roles["producer"].flat is True
+    assert roles["airflow-dag-processor"].fitted_on == "long-lived RSS" and roles["airflow-dag-processor"].flat
+    assert roles["airflow-tasks"].fitted_on == "interval peak" and roles["airflow-tasks"].flat is False
     assert [(d.pid, d.failure_class) for d in summary.stream.deaths] == [(7, "ENVIRONMENT")]  # not the stop's pid 8
     assert [r["dag_id"] for r in summary.red_runs] == ["validate_output"]
     assert [t["task_id"] for t in summary.failed_tasks_outside_red_runs] == ["plan_compaction"]
@@ -95,11 +105,12 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     disk = {area.area: area for area in summary.disk}
     assert disk["logs"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5)
     memory, space = summary.projections
-    assert memory.growth_mib_per_hour == pytest.approx(60.0, abs=1.0)
+    assert memory.growth_mib_per_hour == pytest.approx(60.0 + roles["airflow-tasks"].slope_mib_per_hour, abs=1.0)
     assert space.hours == pytest.approx(50 * 1024 / 60.0, rel=0.02)
     assert summary.verdict == "fail" and summary.roles_missing == []
     assert any("stream death" in reason for reason in summary.reasons)
     assert any("memory not flat" in reason and "broker" in reason for reason in summary.reasons)
+    assert summary.roles_missing == [] and summary.own_cpu_percent == pytest.approx(1.0)
 
 
 def test_a_short_run_is_incomplete_not_judged() -> None:

@@ -5,8 +5,13 @@ A slope is a least-squares line through the samples after the warm-up (the JVM g
 its DAGs and the first tasks import their modules in the first minutes), in MiB per hour. A role is *flat*
 when its memory grows by no more than the threshold (``--flat-mib-per-hour``, 10 by default: a day at that
 rate is 240 MiB, and all of the fifteen roles at that rate would take under 4 GiB of the machine's 24 a day);
-shrinking is flat too. A role present in under half of the samples (a task, between its runs) is fitted on
-the highest RSS it had at any two-second look of each interval, not on the samples that mostly miss it.
+shrinking is flat too.
+
+What is fitted is the RSS of the role's long-lived processes (running for 5 minutes or more,
+:data:`~streamwarden_longrun.census.LONG_LIVED_S`): a leak that takes hours lives in a process that lives for
+hours, and the role's short-lived processes (a DAG file's parse, a PySpark worker's fork) come and go between
+samples, hundreds of MiB at a time. A role with no long-lived process in most samples (a task) is fitted on the
+highest RSS it had at any look of each interval instead: whether each new task is larger than the last.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import MIB, EventType, RunLog, Sample
+from .records import MIB, EventType, RoleMemory, RunLog, Sample
 from .roles import EXPECTED_ROLES, ROLE_NAMES
 
 MIN_JUDGED_MINUTES = 5.0
@@ -37,13 +42,12 @@ class RoleSummary:
     role: str
     coverage: float  # share of the window's samples in which the role had a process
     processes_max: int
-    fitted_on: str  # "rss" (at each sample) or "interval peak" (transient roles)
+    fitted_on: str  # "long-lived RSS" or "interval peak" (roles without a long-lived process)
     mib_start: float | None  # mean of the fitted values over the window's first samples
     mib_end: float | None  # ... and its last
-    mib_max: float  # the highest RSS at any look of the whole run
-    pss_mib_end: float | None
+    mib_max: float  # the highest RSS (all of the role's processes) at any look of the whole run
+    pss_mib_end: float | None  # all of the role's processes, mean of the window's last samples
     slope_mib_per_hour: float | None
-    pss_slope_mib_per_hour: float | None
     flat: bool | None  # None: not judged (window too short)
 
 
@@ -141,29 +145,20 @@ def _mean(values: list[float]) -> float | None:
 def _role_summary(role: str, running: list[Sample], window: list[Sample], threshold: float,
                   judged: bool) -> RoleSummary:
     fitted = window or running
-    present = [s for s in fitted if role in s.roles and s.roles[role].processes > 0]
-    coverage = len(present) / len(fitted) if fitted else 0.0
-    transient = coverage < TRANSIENT_COVERAGE
-    values: list[float] = []
-    pss: list[float | None] = []
-    for sample in fitted:
-        memory = sample.roles.get(role)
-        values.append(0.0 if memory is None else (memory.peak_rss_bytes if transient else memory.rss_bytes) / MIB)
-        pss.append(0.0 if memory is None else None if memory.pss_bytes is None else memory.pss_bytes / MIB)
+    empty = RoleMemory(0, 0, 0, 0, 0)
+    memory = [s.roles.get(role, empty) for s in fitted]
+    coverage = sum(1 for m in memory if m.processes > 0) / len(memory) if memory else 0.0
+    long_lived = sum(1 for m in memory if m.long_lived_rss_bytes > 0) >= TRANSIENT_COVERAGE * len(memory)
+    values = [(m.long_lived_rss_bytes if long_lived else m.peak_rss_bytes) / MIB for m in memory]
     slope = slope_per_hour([s.elapsed_s for s in window], values) if window else None
-    pss_values = [value for value in pss if value is not None]
-    pss_slope = slope_per_hour([s.elapsed_s for s in window], pss_values) \
-        if window and len(pss_values) == len(window) else None
-    peaks = [s.roles[role].peak_rss_bytes / MIB for s in running if role in s.roles]
+    everywhere = [s.roles[role] for s in running if role in s.roles]
     return RoleSummary(
-        role=role, coverage=round(coverage, 3),
-        processes_max=max((s.roles[role].processes for s in running if role in s.roles), default=0),
-        fitted_on="interval peak" if transient else "rss",
+        role=role, coverage=round(coverage, 3), processes_max=max((m.processes for m in everywhere), default=0),
+        fitted_on="long-lived RSS" if long_lived else "interval peak",
         mib_start=_mean(values[:EDGE_SAMPLES]), mib_end=_mean(values[-EDGE_SAMPLES:]),
-        mib_max=round(max(peaks, default=0.0), 1),
-        pss_mib_end=_mean([v for v in pss[-EDGE_SAMPLES:] if v is not None]),
-        slope_mib_per_hour=slope, pss_slope_mib_per_hour=pss_slope,
-        flat=(slope is None or slope <= threshold) if judged else None)
+        mib_max=round(max((m.peak_rss_bytes / MIB for m in everywhere), default=0.0), 1),
+        pss_mib_end=_mean([m.pss_bytes / MIB for m in memory[-EDGE_SAMPLES:] if m.pss_bytes is not None]),
+        slope_mib_per_hour=slope, flat=(slope is None or slope <= threshold) if judged else None)
 
 
 def _gaps(log: RunLog, end_s: float) -> tuple[list[float], list[Gap]]:
@@ -216,7 +211,7 @@ def summarize(log: RunLog) -> Summary:
                         slope_per_hour(window_s, [s.disk_bytes.get(area, 0) / MIB for s in window]))
             for area in (last.disk_bytes if last else {})]
     projections = []
-    if last and len(window) >= 3:
+    if last and judged:
         projections = [
             _projection(f"memory: the machine's RAM ({info.machine_ram_bytes / 2**30:.0f} GiB) less the platform's "
                         "PSS now", info.machine_ram_bytes - pss_end, [r.slope_mib_per_hour for r in roles]),

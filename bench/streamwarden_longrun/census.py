@@ -4,7 +4,10 @@
 that has since exited included, is one of its descendants. A *look* (every two seconds) lists them, reads each
 one's command line and RSS (two small files under /proc: well under a millisecond each), registers every
 process ever seen (what must be gone once `up` has stopped) and keeps each role's highest RSS since the last
-sample (a task runs for seconds: a look every 10 s would miss most of them). A *sample* also reads PSS,
+sample (a task runs for seconds: a look every 10 s would miss most of them). It also sums apart the RSS of the
+processes that have run for :data:`LONG_LIVED_S`: a leak that takes hours lives in a process that lives for
+hours, while a role's short-lived processes (a DAG file's parse, a task) come and go between samples and make
+its sum jump by hundreds of MiB, noise that would swamp any slope. A *sample* also reads PSS,
 which splits a page shared by forked processes (a PySpark worker and its daemon, a parse process and the
 dag-processor) between them instead of counting it once per process: the kernel walks every page for it,
 about 3 ms of CPU per process here, so it is read at samples only.
@@ -13,6 +16,7 @@ about 3 ms of CPU per process here, so it is read at samples only.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -21,6 +25,7 @@ from .records import RoleMemory
 from .roles import OTHER, classify
 
 ProcessKey = tuple[int, float]  # pid and create time: a pid alone may be reused
+LONG_LIVED_S = 300.0
 
 
 @dataclass
@@ -34,6 +39,7 @@ class RoleLook:
     processes: int = 0
     rss_bytes: int = 0
     pss_bytes: int | None = 0  # None once a process's PSS could not be read (or was not asked for)
+    long_lived_rss_bytes: int = 0
 
 
 @dataclass
@@ -56,6 +62,7 @@ class Census:
         """One pass over the tree: register each process, sum each role's RSS (and PSS ``with_pss``), and keep
         each role's RSS as a peak until the next :meth:`take`."""
         by_role: dict[str, RoleLook] = {}
+        now = time.time()
         for process in self._members():
             with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 if process.status() == psutil.STATUS_ZOMBIE:
@@ -66,12 +73,15 @@ class Census:
                 role = classify(command)
                 memory = process.memory_full_info() if with_pss else process.memory_info()
                 pss: int | None = getattr(memory, "pss", None)
-                self.seen[(process.pid, process.create_time())] = SeenProcess(role, command[:300])
+                created = process.create_time()
+                self.seen[(process.pid, created)] = SeenProcess(role, command[:300])
                 if role == OTHER:
                     self._unclassified.add(command[:200])
                 look = by_role.setdefault(role, RoleLook())
                 look.processes += 1
                 look.rss_bytes += memory.rss
+                if now - created >= LONG_LIVED_S:
+                    look.long_lived_rss_bytes += memory.rss
                 look.pss_bytes = None if pss is None or look.pss_bytes is None else look.pss_bytes + pss
         for role, look in by_role.items():
             self._peaks[role] = max(self._peaks.get(role, 0), look.rss_bytes)
@@ -80,11 +90,11 @@ class Census:
     def take(self) -> tuple[dict[str, RoleMemory], list[str], list[str]]:
         """A sample: per role the processes, RSS and PSS now and the RSS peak since the previous sample; the roles
         seen since then; the command lines no role matched. Starts the next interval's peaks."""
-        now = self.look(with_pss=True)
-        roles = {role: RoleMemory(look.processes, look.rss_bytes, look.pss_bytes, self._peaks[role])
-                 for role, look in now.items()}
+        looked = self.look(with_pss=True)
+        roles = {role: RoleMemory(look.processes, look.rss_bytes, look.pss_bytes, self._peaks[role],
+                                  look.long_lived_rss_bytes) for role, look in looked.items()}
         for role, peak in self._peaks.items():  # came and went between samples (a task)
-            roles.setdefault(role, RoleMemory(0, 0, 0, peak))
+            roles.setdefault(role, RoleMemory(0, 0, 0, peak, 0))
         unclassified = sorted(self._unclassified)
         self._peaks.clear()
         self._unclassified.clear()

@@ -29,19 +29,21 @@ def chart(log: RunLog, summary: Summary, path: Path) -> None:
 
     roles = [role for role in ROLE_NAMES if any(role in s.roles for s in samples)]
     colors = plt.get_cmap("tab10")
-    slopes = {r.role: r.slope_mib_per_hour for r in summary.roles}
+    fitted = {r.role: r for r in summary.roles}
     for index, role in enumerate(roles):
-        values = [s.roles[role].rss_bytes / MIB if role in s.roles else 0.0 for s in samples]
-        peaks = [s.roles[role].peak_rss_bytes / MIB if role in s.roles else 0.0 for s in samples]
-        slope = slopes.get(role)
+        color, style = colors(index % 10), "-" if index < 10 else "--"
+        summary_of = fitted.get(role)
+        on_peaks = summary_of is not None and summary_of.fitted_on == "interval peak"
+        what = [(s.roles[role].peak_rss_bytes if on_peaks else s.roles[role].long_lived_rss_bytes) / MIB
+                if role in s.roles else 0.0 for s in samples]
+        everything = [s.roles[role].rss_bytes / MIB if role in s.roles else 0.0 for s in samples]
+        slope = summary_of.slope_mib_per_hour if summary_of else None
         label = f"{role} ({slope:+.1f} MiB/h)" if slope is not None else role
-        line, = memory.plot(minutes, values, color=colors(index % 10), linestyle="-" if index < 10 else "--",
-                            linewidth=1.2, label=label)
-        if any(p > v for p, v in zip(peaks, values, strict=True)):  # a role that came and went between samples
-            memory.plot(minutes, peaks, color=line.get_color(), linewidth=0.6, linestyle=":")
+        memory.plot(minutes, what, color=color, linestyle=style, linewidth=1.3, label=label)
+        memory.plot(minutes, everything, color=color, linestyle=style, linewidth=0.6, alpha=0.3)
     memory.set_ylabel("RSS per role (MiB)")
-    memory.set_title("memory per process role (dotted: the highest RSS at any two-second look of the interval)",
-                     fontsize=10)
+    memory.set_title("memory per process role: what is fitted (the long-lived processes' RSS; for tasks, each "
+                     "interval's peak), and faint, all of the role's processes at each sample", fontsize=10)
     memory.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="role (slope after warm-up)")
 
     total.plot(minutes, [sum(m.rss_bytes for m in s.roles.values()) / 2**30 for s in samples], label="RSS, all roles")

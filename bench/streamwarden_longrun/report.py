@@ -60,17 +60,19 @@ def markdown(s: Summary, chart_name: str = "timeline.png") -> str:
         f"![timeline]({chart_name})", "",
         f"## Memory per role after the {o['warmup_minutes']:g}-minute warm-up ({s.window_min:.1f} min fitted)", "",
         f"Flat: grows by no more than {o['flat_mib_per_hour']:g} MiB/h (least-squares slope of the samples after the "
-        "warm-up). Roles present in under half of the samples are fitted on each interval's peak.", "",
+        "warm-up). Fitted: the RSS of the role's long-lived processes (running for 5 minutes or more; a leak of hours "
+        "lives in a process of hours, while short-lived ones come and go between samples), or, for a role with no "
+        "long-lived process in most samples (tasks), the highest RSS of each interval. \"MiB max\" and PSS count all "
+        "of the role's processes.", "",
         "| role | processes (max) | in samples | fitted on | MiB at start | MiB at end | MiB max | PSS MiB at end "
-        "| slope MiB/h | PSS slope MiB/h | flat |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| slope MiB/h | flat |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in s.roles:
         flat = "not judged" if r.flat is None else "yes" if r.flat else "**no**"
         lines.append(f"| {r.role} | {r.processes_max} | {r.coverage:.0%} | {r.fitted_on} | {_num(r.mib_start, 0)} "
                      f"| {_num(r.mib_end, 0)} | {_num(r.mib_max, 0)} | {_num(r.pss_mib_end, 0)} "
-                     f"| {_num(r.slope_mib_per_hour, signed=True)} | {_num(r.pss_slope_mib_per_hour, signed=True)} "
-                     f"| {flat} |")
+                     f"| {_num(r.slope_mib_per_hour, signed=True)} | {flat} |")
     lines += ["", "Roles: " + "; ".join(f"`{r.role}` {what.get(r.role, 'none of the above')}" for r in s.roles) + "."]
     if s.roles_missing:
         lines += ["", f"Never seen: {', '.join(s.roles_missing)}."]
@@ -83,7 +85,8 @@ def markdown(s: Summary, chart_name: str = "timeline.png") -> str:
               "Headroom divided by the sum of the growing slopes (roles or areas that shrink count as zero).", "",
               "| bound | headroom GiB | growth MiB/h | reached after |", "| --- | --- | --- | --- |"]
     lines += [f"| {p.bound} | {p.headroom_gib:,.2f} | {p.growth_mib_per_hour:,.1f} | {_hours(p.hours)} |"
-              for p in s.projections] or ["| (no samples after the warm-up) | | | |"]
+              for p in s.projections] or ["| not projected: memory not judged (too few minutes after the warm-up) "
+                                          "| | | |"]
     lines += ["", "## The stream", ""]
     lines += [f"- death: pid {d.pid} at {d.at_s / 60:.1f} min, {d.failure_class or 'no failure document'}"
               + (f": {d.message}" if d.message else "") for d in deaths] or ["- no death"]
