@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
 import pytest
 
-from streamwarden.failures import EXIT_CODES, FailureClass, FailureDocument
+from streamwarden.failures import EXIT_CODES, ConfigError, FailureClass, FailureDocument
 from streamwarden.local import archive
 from streamwarden.local.clean_start import pause_in_database
 from streamwarden.local.forecast import supervisor_forecast
@@ -72,6 +73,20 @@ def test_roots_outside_the_home_are_archived_too_and_only_the_newest_three_kept(
     assert not settings.root("output").exists()
     assert sorted((settings.home / "archive").iterdir()) == folders[-3:]
     assert archived.deleted == (folders[1],)
+
+
+def test_tables_on_an_object_store_cannot_be_archived_so_up_refuses_to_start(s3_endpoint: str,
+                                                                            tmp_path: Path) -> None:
+    from s3_server import BUCKET, storage_options
+    from small_tables import small_files_table
+
+    settings = load_settings(home=tmp_path / "home", output_root=f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/out",
+                             storage_options=storage_options(s3_endpoint))
+    assert archive.archive_previous_state(settings, NOW) is None  # an empty store: nothing to move or refuse
+    small_files_table(settings, files_per_partition=1)
+
+    with pytest.raises(ConfigError, match="holds the tables session_rows of an earlier run"):
+        archive.archive_previous_state(settings, NOW)
 
 
 def test_two_archives_in_one_second_do_not_collide(tmp_path: Path) -> None:
