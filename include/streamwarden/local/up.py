@@ -12,7 +12,8 @@ Airflow home (database, admin password) stays.
 On Ctrl-C or SIGTERM it stops, in order: the producer, Airflow (SIGINT, the only signal it stops
 cleanly on), the stream (drain, then signals), the broker. ``up`` makes itself the child subreaper, so
 the stream, started by an Airflow task that has since exited, is still its descendant, and a final
-sweep leaves no process behind.
+sweep leaves no process behind. Should ``up`` itself be killed, the kernel signals the producer (SIGTERM)
+and Airflow (SIGINT) at once; the next ``up`` on the home kills whatever else is left.
 """
 
 from __future__ import annotations
