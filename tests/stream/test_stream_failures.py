@@ -33,10 +33,11 @@ def test_invalid_kafka_client_setting_is_config(broker: LocalBroker, tmp_path: P
     assert "no.such.property" in str(failure["message"])
 
 
-def test_unreachable_broker_is_environment(tmp_path: Path) -> None:
-    env = stream_env(tmp_path, f"127.0.0.1:{free_port()}", "nothing-.*")
+def test_unreachable_broker_is_environment_past_the_broker_timeout(tmp_path: Path) -> None:
+    env = {**stream_env(tmp_path, f"127.0.0.1:{free_port()}", "nothing-.*"), "STREAMWARDEN_BROKER_TIMEOUT": "8s"}
     failure = run_to_failure(StreamProcess(env, tmp_path / "log"), FailureClass.ENVIRONMENT)
-    assert "cannot list topics" in str(failure["message"])
+    assert "has not answered the source's queries for" in str(failure["message"])
+    assert "(brokerTimeout 8s): cannot list topics" in str(failure["message"])
 
 
 def test_output_in_the_manifest_layout_of_an_earlier_release_is_config(broker: LocalBroker, tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             if silent >= self.options.broker_timeout:
                 raise EnvironmentFailure(
                     f"the broker has not answered the source's queries for {silent:.0f}s (brokerTimeout "
-                    f"{self.options.broker_timeout:.0f}s): {exc.message}") from exc
+                    f"{self.options.broker_timeout:.0f}s): {exc.message}") from None  # Spark's text names one class
             log.warning("the broker did not answer (%s); no new offsets this trigger, %.0fs of %.0fs without an "
                         "answer", exc.message, silent, self.options.broker_timeout)
             if self._consumer is not None:  # a client stuck on a dead connection is not reused
