@@ -265,7 +265,7 @@ def judge(s: Summary, minutes: float) -> tuple[str, list[str], list[str]]:
     if s.platform_exited:
         reasons.append(f"`up` exited with code {s.platform_exited['exit_code']} after "
                        f"{s.platform_exited['at_s'] / 60:.1f} min, before it was stopped")
-    if s.stop and s.stop["killed"]:
+    elif s.stop and s.stop["killed"]:
         reasons.append("`up` did not stop within the stop timeout after SIGINT: killed")
     elif s.stop and s.stop["exit_code"] != 0:
         reasons.append(f"`up` exited with code {s.stop['exit_code']} when stopped")

@@ -40,10 +40,10 @@ from .records import MIB, Event, EventType, RunInfo, Sample, SampleFile
 from .stream_watch import DeltaCommits, Noticed, StreamWatch
 
 LOOK_S = 2.0
-LAST_API_LOOK_S = 90.0
-"""At most this long for the API's last look at the runs before the SIGINT (its client waits 30 s a call)."""
 """Between looks at the processes and the stream's files: a task runs for several seconds, and a look costs about
 20 ms of CPU (psutil finds a tree's members by reading every process's parent on the machine)."""
+LAST_API_LOOK_S = 90.0
+"""At most this long for the API's last look at the runs before the SIGINT (its client waits 30 s a call)."""
 RUN_FILES = ("alerts.jsonl", "last_failure.json", "previous_failure.json", "warden/restarts.json",
              "warden/health.json", "maintenance/history.jsonl")
 """Small files of the home's run folder kept with the results (the home itself is deleted after a passing run)."""
@@ -99,6 +99,7 @@ class LongRun:
         self.commits = DeltaCommits(self.settings)
         self.dag_runs = DagRunWatch(f"http://{LOOPBACK}:{options.api_port}", self.settings.home / "airflow")
         self.poller = DagRunPoller(self.dag_runs, options.interval_s)
+        self.out = SampleFile(options.results / "samples.jsonl")
         self.own = psutil.Process()
         self.started = time.monotonic()
 
@@ -107,28 +108,29 @@ class LongRun:
         options = self.options
         options.results.mkdir(parents=True, exist_ok=True)
         options.home.mkdir(parents=True, exist_ok=True)
-        samples_path = options.results / "samples.jsonl"
         up_log = options.results / "up.log"
         previous_term = signal.signal(signal.SIGTERM, _raise_stop)
         burn = CpuBurn(options.burn_cores)
         try:
-            with SampleFile(samples_path) as out:
-                self.out = out
+            with self.out:
                 up = start_up(options.home, options.api_port, options.producer_rate, up_log)
                 self.started = time.monotonic()
-                out.write(self._info(up))
+                self.out.write(self._info())
                 self._event(EventType.UP_STARTED, {"pid": up.pid, "log": str(up_log)})
                 say(f"up (pid {up.pid}) on home {options.home}, API port {options.api_port}, "
-                    f"{options.burn_cores} core(s) burnt; samples to {samples_path}")
+                    f"{options.burn_cores} core(s) burnt; samples to {self.out.path}")
                 census = Census(up.pid)
-                self.poller.start()
-                reason = self._watch(up, census, say)
-                self._stop(up, census, reason, say)
+                reason = "the long run itself failed"  # unless the watch returns: the platform is stopped anyway
+                try:
+                    self.poller.start()
+                    reason = self._watch(up, census, say)
+                finally:
+                    self._stop(up, census, reason, say)
         finally:
             burn.stop()
             signal.signal(signal.SIGTERM, previous_term)
         self._keep_run_files()
-        return samples_path
+        return self.out.path
 
     # --- the run ---------------------------------------------------------------------------------------
     def _watch(self, up: subprocess.Popen[bytes], census: Census, say: Callable[[str], None]) -> str:
@@ -214,7 +216,7 @@ class LongRun:
         return sample
 
     # --- records ---------------------------------------------------------------------------------------
-    def _info(self, up: subprocess.Popen[bytes]) -> RunInfo:
+    def _info(self) -> RunInfo:
         options = self.options
         return RunInfo(
             started_at=_now(), minutes=options.minutes, interval_s=options.interval_s,
