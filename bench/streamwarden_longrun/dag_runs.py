@@ -51,11 +51,22 @@ class DagRunWatch:
             self._login()
         return True
 
-    def _login(self) -> None:
+    def _users(self) -> dict[str, str]:
         users: dict[str, str] = json.loads((self.airflow_home / PASSWORDS_FILE).read_text())
+        return users
+
+    def _login(self) -> None:
+        users = self._users()
         username = "admin" if "admin" in users else next(iter(users))
         self.api.login(username, users[username])
         self._logged_in = True
+
+    def passwords(self) -> list[str]:
+        """The generated passwords (to mask wherever they were printed); none before Airflow wrote them."""
+        try:
+            return list(self._users().values())
+        except (OSError, ValueError):
+            return []
 
     def _get(self, path: str, query: list[tuple[str, str | int]]) -> list[dict[str, Any]]:
         """Every page of a list endpoint (its items under the one key that holds a list)."""

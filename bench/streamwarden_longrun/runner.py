@@ -10,7 +10,6 @@ it drains and stops, and any process of it still alive afterwards is recorded an
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,8 +27,8 @@ import psutil
 from streamwarden_bench.source import state
 
 from streamwarden.local.broker import LOOPBACK
+from streamwarden.secrets import scrub
 from streamwarden.settings import ENV_PREFIX, Settings, load_settings
-from streamwarden.warden.launcher import log_tail
 from streamwarden.warden.status import read_status
 
 from .census import Census
@@ -141,8 +140,7 @@ class LongRun:
         try:
             while time.monotonic() < deadline:
                 if up.poll() is not None:
-                    self._event(EventType.PLATFORM_EXITED, {"exit_code": up.returncode,
-                                                            "up_log_tail": log_tail(self.options.results / "up.log")})
+                    self._event(EventType.PLATFORM_EXITED, {"exit_code": up.returncode})
                     say(f"up exited with code {up.returncode} before the deadline")
                     return "platform exited"
                 census.look()
@@ -188,8 +186,7 @@ class LongRun:
                 self._event(EventType.KILLED, {"after_s": round(time.monotonic() - began, 1)})
             code = up.wait()
             self._record(self.stream.look(stopping=True))
-            self._event(EventType.STOPPED, {"exit_code": code, "stop_s": round(time.monotonic() - began, 1),
-                                            "up_log_tail": log_tail(self.options.results / "up.log")})
+            self._event(EventType.STOPPED, {"exit_code": code, "stop_s": round(time.monotonic() - began, 1)})
             say(f"up exited with code {code} after {time.monotonic() - began:.0f}s")
             left = census.still_running()
             for process, seen in left:
@@ -242,18 +239,23 @@ class LongRun:
                 f"stream deaths so far {len(self.stream.deaths)}, red runs so far {len(self.dag_runs.red_runs)}")
 
     def _keep_run_files(self) -> None:
-        """Copy the home's small run files, and the tail of each stream launch log, next to the samples."""
+        """Copy the home's small run files, and the tail of each stream launch log, next to the samples; the Airflow
+        admin password (which `up` prints) masked in them and in ``up.log``: results are meant to be committed."""
+        passwords = self.dag_runs.passwords()
         run_root = self.settings.root("run")
         target = self.options.results / "run-files"
-        for name in RUN_FILES:
-            source = run_root / name
-            if source.is_file() and source.stat().st_size <= MAX_COPIED_BYTES:
-                (target / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target / name)
-        for launch_log in sorted((run_root / "logs").glob("stream-*.log")):
-            target.mkdir(parents=True, exist_ok=True)
-            tail = launch_log.read_text(errors="replace").splitlines()[-LAUNCH_LOG_TAIL_LINES:]
-            (target / f"{launch_log.name}.tail").write_text("\n".join(tail) + "\n")
+        copies = [(run_root / name, target / name) for name in RUN_FILES]
+        copies += [(log, target / f"{log.name}.tail") for log in sorted((run_root / "logs").glob("stream-*.log"))]
+        for source, copy in copies:
+            if not source.is_file() or (source.suffix != ".log" and source.stat().st_size > MAX_COPIED_BYTES):
+                continue
+            lines = source.read_text(errors="replace").splitlines()
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(scrub("\n".join(lines[-LAUNCH_LOG_TAIL_LINES:] if source.suffix == ".log" else lines)
+                                  + "\n", passwords))
+        up_log = self.options.results / "up.log"
+        if up_log.is_file():
+            up_log.write_text(scrub(up_log.read_text(errors="replace"), passwords))
 
 
 def census_processes(root_pid: int) -> list[psutil.Process]:
