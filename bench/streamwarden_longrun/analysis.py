@@ -70,8 +70,9 @@ class Projection:
 class Death:
     pid: int
     at_s: float
-    failure_class: str | None
+    failure_class: str | None  # None: no failure document (killed: by the warden as hung, or by the kernel)
     message: str | None
+    heartbeat_age_s: float | None  # the heartbeat's age when the process was seen gone
 
 
 @dataclass(frozen=True)
@@ -179,9 +180,11 @@ def _deaths(log: RunLog) -> list[Death]:
             continue
         pid = int(event.detail["pid"])
         known = found.get(pid)
-        failure_class = event.detail.get("failure_class") or (known.failure_class if known else None)
-        message = event.detail.get("message") or (known.message if known else None)
-        found[pid] = Death(pid, known.at_s if known else event.elapsed_s, failure_class, message)
+        found[pid] = Death(
+            pid, known.at_s if known else event.elapsed_s,
+            event.detail.get("failure_class") or (known.failure_class if known else None),
+            event.detail.get("message") or (known.message if known else None),
+            event.detail.get("heartbeat_age_s", known.heartbeat_age_s if known else None))
     return sorted(found.values(), key=lambda death: death.at_s)
 
 

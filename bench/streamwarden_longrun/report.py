@@ -89,7 +89,12 @@ def markdown(s: Summary, chart_name: str = "timeline.png") -> str:
                                           "| | | |"]
     lines += ["", "## The stream", ""]
     lines += [f"- death: pid {d.pid} at {d.at_s / 60:.1f} min, {d.failure_class or 'no failure document'}"
-              + (f": {d.message}" if d.message else "") for d in deaths] or ["- no death"]
+              + (f": {d.message}" if d.message else "")
+              + (f" (its heartbeat {d.heartbeat_age_s:.0f} s old)" if d.heartbeat_age_s is not None else "")
+              for d in deaths] or ["- no death"]
+    if deaths:
+        lines.append("- what the warden made of each: `run-files/alerts.jsonl`; the stream's last lines: "
+                     "`run-files/stream-*.log.tail`")
     lines += [f"- gap: {_gap(gap)}" for gap in s.stream.longest_gaps]
     lines += ["", "## DAG runs", ""]
     lines += [f"- red: {r['dag_id']} `{r['run_id']}` ({r.get('run_type')}) at {r['at_s'] / 60:.1f} min; failed tasks: "

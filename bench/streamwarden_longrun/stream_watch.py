@@ -23,6 +23,7 @@ from typing import Any
 
 from streamwarden.dashboard.series import records_of
 from streamwarden.runfiles.failure_file import read_failure
+from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.runfiles.lease import read_holder
 from streamwarden.settings import Settings
 from streamwarden.tables.location import pipeline_tables
@@ -53,7 +54,8 @@ class StreamWatch:
             if self.pid is not None:
                 if not stopping:
                     self.deaths.add(self.pid)
-                noticed.append(Noticed(EventType.STREAM_ENDED, {"pid": self.pid, "during_stop": stopping}))
+                noticed.append(Noticed(EventType.STREAM_ENDED, {"pid": self.pid, "during_stop": stopping,
+                                                                **self._last_heartbeat()}))
             if alive_pid is not None:
                 noticed.append(Noticed(EventType.STREAM_STARTED, {"pid": alive_pid}))
             self.pid = alive_pid
@@ -69,6 +71,19 @@ class StreamWatch:
                 "pid": failure.pid, "failure_class": failure.failure_class.value, "exit_code": failure.exit_code,
                 "message": failure.message[:1000], "occurred_at": failure.occurred_at, "during_stop": stopping}))
         return noticed
+
+
+    def _last_heartbeat(self) -> dict[str, Any]:
+        """What the ended process last said (a process killed as hung by the warden writes no failure document: its
+        heartbeat's age tells)."""
+        try:
+            heartbeat = read_heartbeat(self.settings.heartbeat_path)
+        except (OSError, ValueError, TypeError):
+            return {}
+        if heartbeat is None:
+            return {}
+        return {"heartbeat_event": heartbeat.event, "heartbeat_age_s": round(heartbeat.age_seconds(), 1),
+                "last_batch_id": heartbeat.batch_id}
 
 
 @dataclass
