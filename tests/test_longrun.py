@@ -55,15 +55,18 @@ def _info(minutes: float = 60.0) -> RunInfo:
 
 
 def _sample(minute: int, broker_mib: float, commits: list[float]) -> Sample:
-    roles = {role: RoleMemory(1, 100 * MIB, 50 * MIB, 100 * MIB, 100 * MIB) for role in EXPECTED_ROLES}
+    roles = {role: RoleMemory(1, 100 * MIB, 50 * MIB, 100 * MIB, 100 * MIB, [1]) for role in EXPECTED_ROLES}
     broker = int(broker_mib * MIB)
-    roles["broker"] = RoleMemory(1, broker, broker, broker, broker)
+    roles["broker"] = RoleMemory(1, broker, broker, broker, broker, [2])
     # a task's processes: there at one sample in three, each larger than the last, never long-lived
     task = (40 + minute) * MIB
-    roles["airflow-tasks"] = RoleMemory(1 if minute % 3 == 0 else 0, task if minute % 3 == 0 else 0, 0, task, 0)
+    roles["airflow-tasks"] = RoleMemory(1 if minute % 3 == 0 else 0, task if minute % 3 == 0 else 0, 0, task, 0, [])
     # parse processes come and go beside the long-lived dag-processor: its sum jumps, its long-lived part does not
     roles["airflow-dag-processor"] = RoleMemory(3 if minute % 2 else 1, (900 if minute % 2 else 500) * MIB, 0,
-                                                900 * MIB, 500 * MIB)
+                                                900 * MIB, 500 * MIB, [3])
+    # the stream's JVM restarted at minute 35, 200 MiB larger and flat before and after: a step, not growth
+    jvm = (500 if minute < 35 else 700) * MIB
+    roles["stream-driver-jvm"] = RoleMemory(1, jvm, jvm, jvm, jvm, [4 if minute < 35 else 5])
     return Sample(at="", elapsed_s=minute * 60.0, roles=roles, roles_seen=sorted(roles), unclassified=[],
                   disk_bytes={"logs": minute * MIB, "data-files": 0}, disk_free_bytes=50 * 2**30,
                   machine_available_bytes=20 * 2**30, load_average=[1.0, 1.0, 1.0], stream_running=True,
@@ -98,6 +101,7 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     assert roles["producer"].slope_mib_per_hour == pytest.approx(0.0, abs=0.01) and roles["producer"].flat is True
     assert roles["airflow-dag-processor"].fitted_on == "long-lived RSS" and roles["airflow-dag-processor"].flat
     assert roles["airflow-tasks"].fitted_on == "interval peak" and roles["airflow-tasks"].flat is False
+    assert roles["stream-driver-jvm"].slope_mib_per_hour == pytest.approx(0.0, abs=0.01)
     assert [(d.pid, d.failure_class) for d in summary.stream.deaths] == [(7, "ENVIRONMENT")]  # not the stop's pid 8
     assert [r["dag_id"] for r in summary.red_runs] == ["validate_output"]
     assert [t["task_id"] for t in summary.failed_tasks_outside_red_runs] == ["plan_compaction"]
@@ -106,7 +110,8 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     disk = {area.area: area for area in summary.disk}
     assert disk["logs"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5)
     memory, space = summary.projections
-    assert memory.growth_mib_per_hour == pytest.approx(60.0 + roles["airflow-tasks"].slope_mib_per_hour, abs=1.0)
+    tasks = roles["airflow-tasks"].slope_mib_per_hour
+    assert tasks is not None and memory.growth_mib_per_hour == pytest.approx(60.0 + tasks, abs=1.0)
     assert space.hours == pytest.approx(50 * 1024 / 60.0, rel=0.02)
     assert summary.verdict == "fail" and summary.roles_missing == []
     assert any("stream death" in reason for reason in summary.reasons)

@@ -10,8 +10,10 @@ shrinking is flat too.
 What is fitted is the RSS of the role's long-lived processes (running for 5 minutes or more,
 :data:`~streamwarden_longrun.census.LONG_LIVED_S`): a leak that takes hours lives in a process that lives for
 hours, and the role's short-lived processes (a DAG file's parse, a PySpark worker's fork) come and go between
-samples, hundreds of MiB at a time. A role with no long-lived process in most samples (a task) is fitted on the
-highest RSS it had at any look of each interval instead: whether each new task is larger than the last.
+samples, hundreds of MiB at a time. When the long-lived processes change (the stream restarted, a worker
+replaced), the fit starts a new segment with an offset of its own: a restart's step is not growth. A role with no
+long-lived process in most samples (a task) is fitted on the highest RSS it had at any look of each interval
+instead: whether each new task is larger than the last.
 """
 
 from __future__ import annotations
@@ -131,12 +133,29 @@ class Summary:
         return asdict(self)
 
 
-def slope_per_hour(seconds: list[float], values: list[float]) -> float | None:
-    """Least-squares slope of ``values`` per hour; None with under three points or no time between them."""
-    if len(seconds) < 3 or max(seconds) - min(seconds) <= 0:
+def slope_per_hour(seconds: list[float], values: list[float], segments: list[object] | None = None) -> float | None:
+    """Least-squares slope of ``values`` per hour; None with under three points or no time between them.
+
+    With ``segments`` (one key per point), a run of consecutive points with the same key is a segment with an
+    offset of its own and the slope is shared (a fixed-effects fit): a restart, where the set of long-lived
+    processes changes, starts a segment, so the new process's size is not taken for growth."""
+    keys = segments if segments is not None else [None] * len(seconds)
+    runs: list[list[int]] = []
+    for index, key in enumerate(keys):
+        if not runs or key != keys[index - 1]:
+            runs.append([])
+        runs[-1].append(index)
+    hours, ys = np.array(seconds) / 3600, np.array(values, dtype=float)
+    spread = covariance = 0.0
+    points = 0
+    for run in (run for run in runs if len(run) >= 2):
+        t = hours[run] - hours[run].mean()
+        spread += float((t * t).sum())
+        covariance += float((t * (ys[run] - ys[run].mean())).sum())
+        points += len(run)
+    if points < 3 or spread <= 0:
         return None
-    slope, _ = np.polyfit(np.array(seconds) / 3600, np.array(values), 1)
-    return round(float(slope), 2)
+    return round(covariance / spread, 2)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -146,12 +165,13 @@ def _mean(values: list[float]) -> float | None:
 def _role_summary(role: str, running: list[Sample], window: list[Sample], threshold: float,
                   judged: bool) -> RoleSummary:
     fitted = window or running
-    empty = RoleMemory(0, 0, 0, 0, 0)
+    empty = RoleMemory(0, 0, 0, 0, 0, [])
     memory = [s.roles.get(role, empty) for s in fitted]
     coverage = sum(1 for m in memory if m.processes > 0) / len(memory) if memory else 0.0
     long_lived = sum(1 for m in memory if m.long_lived_rss_bytes > 0) >= TRANSIENT_COVERAGE * len(memory)
     values = [(m.long_lived_rss_bytes if long_lived else m.peak_rss_bytes) / MIB for m in memory]
-    slope = slope_per_hour([s.elapsed_s for s in window], values) if window else None
+    segments: list[object] = [tuple(m.long_lived_pids) if long_lived else None for m in memory]
+    slope = slope_per_hour([s.elapsed_s for s in window], values, segments) if window else None
     everywhere = [s.roles[role] for s in running if role in s.roles]
     return RoleSummary(
         role=role, coverage=round(coverage, 3), processes_max=max((m.processes for m in everywhere), default=0),

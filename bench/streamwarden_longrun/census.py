@@ -40,6 +40,7 @@ class RoleLook:
     rss_bytes: int = 0
     pss_bytes: int | None = 0  # None once a process's PSS could not be read (or was not asked for)
     long_lived_rss_bytes: int = 0
+    long_lived_pids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +83,7 @@ class Census:
                 look.rss_bytes += memory.rss
                 if now - created >= LONG_LIVED_S:
                     look.long_lived_rss_bytes += memory.rss
+                    look.long_lived_pids.append(process.pid)
                 look.pss_bytes = None if pss is None or look.pss_bytes is None else look.pss_bytes + pss
         for role, look in by_role.items():
             self._peaks[role] = max(self._peaks.get(role, 0), look.rss_bytes)
@@ -92,9 +94,10 @@ class Census:
         seen since then; the command lines no role matched. Starts the next interval's peaks."""
         looked = self.look(with_pss=True)
         roles = {role: RoleMemory(look.processes, look.rss_bytes, look.pss_bytes, self._peaks[role],
-                                  look.long_lived_rss_bytes) for role, look in looked.items()}
+                                  look.long_lived_rss_bytes, sorted(look.long_lived_pids))
+                 for role, look in looked.items()}
         for role, peak in self._peaks.items():  # came and went between samples (a task)
-            roles.setdefault(role, RoleMemory(0, 0, 0, peak, 0))
+            roles.setdefault(role, RoleMemory(0, 0, 0, peak, 0, []))
         unclassified = sorted(self._unclassified)
         self._peaks.clear()
         self._unclassified.clear()

@@ -51,6 +51,7 @@ class RoleMemory:
     pss_bytes: int | None  # None where the platform has no PSS (not Linux) or it could not be read
     peak_rss_bytes: int  # the most the role held at any two-second look since the previous sample
     long_lived_rss_bytes: int  # RSS of the role's processes that have run for LONG_LIVED_S or more
+    long_lived_pids: list[int]  # which processes those are (a change is a restart, not growth)
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,11 @@ ROLES: tuple[Role, ...] = (
     _role("stream-driver-python", r"jobs/stream\.py\b", "the stream's Python driver (jobs/stream.py)"),
     _role("stream-python-workers", r"-m pyspark\.|pyspark/daemon\.py|pyspark/worker\.py",
           "PySpark's worker daemons and workers, the source runner, the state driver worker"),
-    _role("helpers", r"bin/spark-class|bin/spark-submit|find_spark_home\.py|/jspawnhelper\b|^chmod \d+ ",
-          "short-lived helper commands: spark-submit's shell wrappers, the JVM's jspawnhelper, and the `chmod` "
-          "Hadoop's local file system runs for each checkpoint file it writes", expected=False),
+    _role("helpers", r"bin/spark-class|bin/spark-submit|find_spark_home\.py|/jspawnhelper\b|^chmod \d+ |^rm -rf |"
+          r"-c import sys; print\(",
+          "short-lived helper commands: spark-submit's shell wrappers and Python version probe, the JVM's "
+          "jspawnhelper, the `chmod` Hadoop's local file system runs for each checkpoint file it writes, Spark's "
+          "`rm -rf` of its local folders at exit", expected=False),
 )
 OTHER = "other"
 ROLE_NAMES: tuple[str, ...] = (*(role.name for role in ROLES), OTHER)
