@@ -64,9 +64,12 @@ def _sample(minute: int, broker_mib: float, commits: list[float]) -> Sample:
     # parse processes come and go beside the long-lived dag-processor: its sum jumps, its long-lived part does not
     roles["airflow-dag-processor"] = RoleMemory(3 if minute % 2 else 1, (900 if minute % 2 else 500) * MIB, 0,
                                                 900 * MIB, 500 * MIB, [3])
-    # the stream's JVM restarted at minute 35, 200 MiB larger and flat before and after: a step, not growth
+    # the stream's JVM restarted at minute 35, 200 MiB larger and flat before and after (long-lived again from 40):
+    # a step, not growth
     jvm = (500 if minute < 35 else 700) * MIB
-    roles["stream-driver-jvm"] = RoleMemory(1, jvm, jvm, jvm, jvm, [4 if minute < 35 else 5])
+    young = 35 <= minute < 40
+    roles["stream-driver-jvm"] = RoleMemory(1, jvm, jvm, jvm, 0 if young else jvm,
+                                            [] if young else [4 if minute < 35 else 5])
     return Sample(at="", elapsed_s=minute * 60.0, roles=roles, roles_seen=sorted(roles), unclassified=[],
                   disk_bytes={"logs": minute * MIB, "data-files": 0}, disk_free_bytes=50 * 2**30,
                   machine_available_bytes=20 * 2**30, load_average=[1.0, 1.0, 1.0], stream_running=True,

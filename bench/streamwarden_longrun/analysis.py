@@ -170,8 +170,12 @@ def _role_summary(role: str, running: list[Sample], window: list[Sample], thresh
     coverage = sum(1 for m in memory if m.processes > 0) / len(memory) if memory else 0.0
     long_lived = sum(1 for m in memory if m.long_lived_rss_bytes > 0) >= TRANSIENT_COVERAGE * len(memory)
     values = [(m.long_lived_rss_bytes if long_lived else m.peak_rss_bytes) / MIB for m in memory]
-    segments: list[object] = [tuple(m.long_lived_pids) if long_lived else None for m in memory]
-    slope = slope_per_hour([s.elapsed_s for s in window], values, segments) if window else None
+    slope = None
+    if window:
+        # long-lived: only the samples that have such processes (none for 5 minutes after a restart), in segments
+        kept = [i for i, m in enumerate(memory) if m.long_lived_pids or not long_lived]
+        segments: list[object] = [tuple(memory[i].long_lived_pids) for i in kept]
+        slope = slope_per_hour([window[i].elapsed_s for i in kept], [values[i] for i in kept], segments)
     everywhere = [s.roles[role] for s in running if role in s.roles]
     return RoleSummary(
         role=role, coverage=round(coverage, 3), processes_max=max((m.processes for m in everywhere), default=0),
