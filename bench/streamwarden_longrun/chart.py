@@ -62,7 +62,7 @@ def chart(log: RunLog, summary: Summary, path: Path) -> None:
         if max(values, default=0) <= 0:
             continue
         slope = disk_slopes.get(area)
-        disk.plot(minutes, values, color=plt.get_cmap("tab10")(index % 10),
+        disk.plot(minutes, values, color=colors(index % 10), linestyle="-" if index < 10 else "--",
                   label=f"{area} ({slope:+.1f} MiB/h)" if slope is not None else area)
     disk.set_ylabel("MiB on disk")
     disk.set_title(f"disk per area of the home (free at the end: {summary.disk_free_gib_end:,.1f} GiB)", fontsize=10)
