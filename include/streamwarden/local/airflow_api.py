@@ -6,6 +6,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -130,6 +131,13 @@ class AirflowApi:
         status, document = self.call("PATCH", path, {"state": "failed", "note": note[:1000]})
         if status != 200:
             raise AirflowApiError(f"could not end the run {dag_id}/{run_id} (HTTP {status}): {document}")
+
+    def drop_queued_asset_events(self, dag_id: str, before: datetime) -> None:
+        """Forget the asset events queued for the DAG before ``before`` (those that would start its next run)."""
+        path = f"/api/v2/dags/{quote(dag_id, safe='')}/assets/queuedEvents?before={quote(before.isoformat())}"
+        status, document = self.call("DELETE", path)
+        if status not in (204, 404):  # 404: none was queued
+            raise AirflowApiError(f"could not drop the queued asset events of {dag_id} (HTTP {status}): {document}")
 
     def _list(self, path: str, key: str) -> list[dict[str, Any]]:
         status, document = self.call("GET", path)

@@ -10,8 +10,10 @@ the previous platform's runs, some unfinished, and its DAGs as they were, unpaus
 2. once the execution API answers, waits until the DAG processor has parsed every DAG file again
    (:func:`parsed_since`): the DAGs then start their schedules when this platform started
    (:mod:`streamwarden.local.platform_record`), so no scheduled run fires for an earlier time;
-3. ends the previous platform's unfinished runs (:func:`end_unfinished_runs`): their tables and run files
-   are archived, and a sensor resumed on the new platform would wait for what will never come;
+3. ends the previous platform's unfinished runs and drops the asset events it queued
+   (:func:`end_previous_runs`): their tables and run files are archived, a sensor resumed on the new
+   platform would wait for what will never come, and an event (a maintenance run's) would start a run for
+   tables that are gone;
 4. unpauses the Streamwarden DAGs.
 """
 
@@ -70,15 +72,18 @@ def parsed_since(api: AirflowApi, dags_folder: Path, since: datetime) -> Parsing
                    tuple(failed[name] for name in sorted(failed) if name in files))
 
 
-def end_unfinished_runs(api: AirflowApi, note: str) -> list[str]:
-    """Mark every queued or running run of a Streamwarden DAG failed, with ``note``; ``dag_id/run_id`` of each.
+def end_previous_runs(api: AirflowApi, started: datetime, note: str) -> list[str]:
+    """Mark every queued or running run of a Streamwarden DAG failed, with ``note``, and drop the asset events
+    queued for them before ``started``; ``dag_id/run_id`` of each run ended.
 
-    Called while those DAGs are paused, before this platform triggers anything: such runs are the previous
-    platform's, interrupted when it stopped.
+    Called while those DAGs are paused, before this platform triggers anything: such runs and events are the
+    previous platform's, interrupted when it stopped.
     """
-    ours = {dag["dag_id"] for dag in api.dags(tag=TAG)}
+    ours = sorted(dag["dag_id"] for dag in api.dags(tag=TAG))
     ended = []
     for run in (run for run in api.unfinished_runs() if run["dag_id"] in ours):
         api.fail_run(run["dag_id"], run["dag_run_id"], note)
         ended.append(f"{run['dag_id']}/{run['dag_run_id']}")
+    for dag_id in ours:
+        api.drop_queued_asset_events(dag_id, started)
     return ended

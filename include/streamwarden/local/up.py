@@ -41,7 +41,7 @@ from streamwarden.local.airflow_api import TAG, AirflowApi, AirflowApiError
 from streamwarden.local.archive import KEEP, Archived, archive_previous_state, archive_root
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
 from streamwarden.local.broker_memory import MIB, BrokerMemory, Level, Reading, default_limit, parse_size
-from streamwarden.local.clean_start import Parsing, end_unfinished_runs, parsed_since, pause_in_database
+from streamwarden.local.clean_start import Parsing, end_previous_runs, parsed_since, pause_in_database
 from streamwarden.local.forecast import supervisor_forecast
 from streamwarden.local.leftovers import MARK, kill_leftovers
 from streamwarden.local.platform_record import write_platform_record
@@ -222,7 +222,8 @@ class LocalPlatform:
 
     def _start_dags(self, api: AirflowApi) -> None:
         """Once every DAG file is parsed again (their schedules then start with this platform): end the
-        previous platform's unfinished runs, unpause the Streamwarden DAGs, trigger the supervisor."""
+        previous platform's unfinished runs and queued asset events, unpause the Streamwarden DAGs, trigger
+        the supervisor."""
         parsing = Parsing(("?",), ())
 
         def parsed() -> bool:
@@ -235,8 +236,9 @@ class LocalPlatform:
         if parsing.import_errors:
             raise PlatformError("DAG files failed to import:\n" + "\n".join(parsing.import_errors))
         where = f"; its state is in {self.archived.folder}" if self.archived is not None else ""
-        ended = end_unfinished_runs(api, f"interrupted: its platform stopped before it ended; `streamwarden up` "
-                                         f"started a new platform at {self.started_at:%Y-%m-%d %H:%M:%S} UTC{where}")
+        ended = end_previous_runs(api, self.started_at, f"interrupted: its platform stopped before it ended; "
+                                  f"`streamwarden up` started a new platform at {self.started_at:%Y-%m-%d %H:%M:%S} "
+                                  f"UTC{where}")
         if ended:
             self._say(f"marked {_count(len(ended), 'unfinished run')} of the previous platform failed: "
                       f"{', '.join(ended)}")
