@@ -110,6 +110,7 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     assert [t["task_id"] for t in summary.failed_tasks_outside_red_runs] == ["plan_compaction"]
     assert summary.stream.max_gap is not None and summary.stream.max_gap.seconds == pytest.approx(300.0)
     assert summary.stream.max_gap.after_s == pytest.approx(30 * 60.0)
+    assert summary.stream.max_gap_after_warmup == summary.stream.max_gap
     disk = {area.area: area for area in summary.disk}
     assert disk["logs"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5)
     memory, space = summary.projections

@@ -90,6 +90,7 @@ class StreamSummary:
     starts: int
     first_commit_s: float | None
     max_gap: Gap | None
+    max_gap_after_warmup: Gap | None  # the first batches catch up with what the producer wrote during the boot
     longest_gaps: list[Gap]
     deaths: list[Death]
 
@@ -247,9 +248,12 @@ def summarize(log: RunLog) -> Summary:
     first_bound = min((p.hours for p in projections if p.hours is not None), default=None)
     times, gaps = _gaps(log, end_s)
     longest = sorted(gaps, key=lambda gap: gap.seconds, reverse=True)[:GAPS_LISTED]
+    warm = [gap for gap in gaps if gap.after_s >= info.warmup_minutes * 60]
     stream = StreamSummary(commits=len(times), starts=sum(1 for _ in log.of_type(EventType.STREAM_STARTED)),
                            first_commit_s=round(times[0], 1) if times else None,
-                           max_gap=longest[0] if longest else None, longest_gaps=longest, deaths=_deaths(log))
+                           max_gap=longest[0] if longest else None,
+                           max_gap_after_warmup=max(warm, key=lambda gap: gap.seconds, default=None),
+                           longest_gaps=longest, deaths=_deaths(log))
     red_runs = [e.detail | {"at_s": e.elapsed_s} for e in log.of_type(EventType.RED_RUN)]
     red_keys = {(run["dag_id"], run["run_id"]) for run in red_runs}
     failed_tasks = [e.detail | {"at_s": e.elapsed_s} for e in log.of_type(EventType.FAILED_TASK)

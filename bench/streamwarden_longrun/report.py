@@ -48,6 +48,8 @@ def markdown(s: Summary, chart_name: str = "timeline.png") -> str:
         f"| committed batches (stream commits, all tables) | {s.stream.commits:,} |",
         f"| first commit | {_num(s.stream.first_commit_s)} s after `up` started |",
         f"| max batch gap | {_gap(s.stream.max_gap) if s.stream.max_gap else '-'} |",
+        f"| max batch gap after the warm-up | "
+        f"{_gap(s.stream.max_gap_after_warmup) if s.stream.max_gap_after_warmup else '-'} |",
         f"| platform memory at the end | RSS {s.platform_rss_mib_end:,.0f} MiB, "
         f"PSS {s.platform_pss_mib_end:,.0f} MiB |",
         f"| free disk at the end | {s.disk_free_gib_end:,.1f} GiB |",

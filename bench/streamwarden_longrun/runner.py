@@ -161,6 +161,8 @@ class LongRun:
     def _stop(self, up: subprocess.Popen[bytes], census: Census, reason: str, say: Callable[[str], None]) -> None:
         """SIGINT to `up`, looks until it exits (or the stop timeout: SIGKILL), then processes left behind."""
         with _ignoring_interrupts():
+            if up.poll() is None:
+                self._sample(census)  # the run's last figures, and the commits since the previous sample
             self._event(EventType.STOPPING, {"reason": reason})
             # The API's last word on the runs while it still answers (tens of seconds on a busy machine); the
             # stream is still watched meanwhile, as before the stop.
