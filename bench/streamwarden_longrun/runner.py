@@ -162,7 +162,10 @@ class LongRun:
         """SIGINT to `up`, looks until it exits (or the stop timeout: SIGKILL), then processes left behind."""
         with _ignoring_interrupts():
             if up.poll() is None:
-                self._sample(census)  # the run's last figures, and the commits since the previous sample
+                try:
+                    self._sample(census)  # the run's last figures, and the commits since the previous sample
+                except Exception as exc:  # the platform is stopped whatever the last sample does
+                    say(f"the last sample failed: {type(exc).__name__}: {exc}")
             self._event(EventType.STOPPING, {"reason": reason})
             # The API's last word on the runs while it still answers (tens of seconds on a busy machine); the
             # stream is still watched meanwhile, as before the stop.
