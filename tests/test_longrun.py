@@ -162,5 +162,4 @@ def test_a_five_minute_long_run(tmp_path: Path) -> None:
     assert set(EXPECTED_ROLES) <= sampled and summary["roles_missing"] == [], context
     assert summary["stop"] == summary["stop"] | {"exit_code": 0, "killed": False}, context
     assert summary["leftovers"] == [], context
-    assert summary["samples"] >= 20, context  # every 10 s for 5 minutes, whatever the machine's load
     assert summary["verdict"] in ("pass", "incomplete"), context  # incomplete: memory not judged in 5 minutes
