@@ -104,3 +104,37 @@ def test_validation_is_red_when_its_params_step_died_and_says_the_check_never_ra
     assert ("nothing validated: check_params failed without a failure document (killed, or it lost Airflow's API: "
             "see its log); validate_tables never ran (a step before it failed)") in logged
     assert "left no report" not in logged
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_session_restarts_are_red_when_their_params_step_died_and_say_the_plan_never_ran(
+        settings: Settings, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+
+    from streamwarden_airflow.operators.restarts import (
+        PlanRestartsOperator,
+        RestartReportOperator,
+        SendRestartCommandsOperator,
+    )
+    from streamwarden_airflow.timetables import DEFAULT_START
+
+    with DAG("restarts_after_a_dead_step", schedule=None, start_date=DEFAULT_START, catchup=False,
+             default_args={"retries": 0}) as dag:
+        check = PythonOperator(task_id="check_params", python_callable=_dies_without_a_document)
+        plan = PlanRestartsOperator(task_id="plan_restarts", params_task_id="check_params")
+        send = SendRestartCommandsOperator(task_id="send_commands", plan_task_id="plan_restarts")
+        report = RestartReportOperator(task_id="report_and_alert", plan_task_id="plan_restarts",
+                                       step_ids=["check_params", "plan_restarts", "send_commands"])
+        check >> plan >> send >> report
+
+    with caplog.at_level(logging.INFO):
+        states = _states(dag)
+    logged = "".join(capfd.readouterr()) + caplog.text
+
+    assert states == {"check_params": "failed", "plan_restarts": "upstream_failed",
+                      "send_commands": "upstream_failed", "report_and_alert": "failed"}
+    assert ("no restart planned: check_params failed without a failure document (killed, or it lost Airflow's API: "
+            "see its log); plan_restarts never ran (a step before it failed); send_commands never ran (a step "
+            "before it failed)") in logged
+    assert "left no plan" not in logged

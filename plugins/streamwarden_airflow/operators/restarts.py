@@ -21,7 +21,7 @@ from streamwarden.restarts.plan import RestartPlan
 from streamwarden.restarts.request import RestartRequest, request_from_params
 from streamwarden.warden.alerts import Alert, alerts_path, already_sent, step_failed_alert
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
+from streamwarden_airflow.operators.failing import FAILURE_KEY, not_done, run_step, step_outcomes
 
 log = logging.getLogger("streamwarden.restarts")
 _ERROR_ACTIONS = {
@@ -114,8 +114,9 @@ class RestartReportOperator(BaseOperator):
                                                       "then trigger restart_sessions again.")))
                 raise AirflowFailException(f"{task} failed ({failure['failure_class']}); alert sent")
         planned = ti.xcom_pull(task_ids=self.plan_task_id)
-        if planned is None:
-            raise AirflowFailException(f"{self.plan_task_id} left no plan (see its log)")
+        if planned is None:  # a step died without a word, or never ran: nothing was asked of the sites
+            why = not_done(step_outcomes(context, self.step_ids)) or f"{self.plan_task_id} left no plan (see its log)"
+            raise AirflowFailException(f"no restart planned: {why}")
         report, path = steps.report(hook.settings, hook.restarts, RestartPlan.from_json(planned))
         alerts: list[Alert] = []
         if report.silent():
