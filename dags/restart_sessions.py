@@ -21,12 +21,16 @@ reports every site's **exposure**: the time since its last clean session start. 
    deadline; contract in `docs/wire-format.md`); fails unless every one is delivered.
 4. **wait_for_new_sessions** (sensor, reschedule mode: no worker slot held between pokes) asks the newest
    `session_rows` every `POKE_INTERVAL` for snapshot rows naming each request (`restart_request`), until
-   all sites answered or the last deadline passed.
+   all sites answered or the last deadline passed; then, for at most `CATCH_UP`, until the stream has read
+   the silent sites' topics up to their deadline (a running stream is seconds behind).
 5. **report_and_alert** (runs whatever happened) logs per site: answered (when, partition and offset), new
    sessions, last clean session start, exposure, damaged sessions, records lost since its previous restart
    (integrity dead letters) and their span; writes `<run_root>/restarts/<time>.json`; alerts on
-   - **RESTART_UNANSWERED**: sites with no new session by their deadline, with their last clean start and
-     its age;
+   - **RESTART_UNANSWERED**: sites with no new session by their deadline although the stream read their
+     topics past it, with their last clean start and its age;
+   - **STREAM_NOT_RUNNING** (the stream committed nothing after the deadline) and **STREAM_BEHIND** (it
+     had not read that far yet): the sites are not blamed; the evidence names each partition's committed
+     offset and the stream's last commit;
    - **EXPOSURE**: sites whose last clean start is older than `EXPOSURE_FACTOR` (1.5) x the interval;
    and then fails the run.
 
@@ -41,15 +45,16 @@ reports every site's **exposure**: the time since its last clean session start. 
 
 `SCHEDULE` (`@daily`; a cron expression, a preset, a duration such as `6h`, or `none`), `JITTER` (`5m`:
 the window the sites' turns are spread over; keep it above sites x trigger interval), `DEADLINE` (`10m`
-after a site's turn), `POKE_INTERVAL` (`30s`), `EXPOSURE_FACTOR` (`1.5`). `validate_output` reports the
-exposure too and alerts on it the same way.
+after a site's turn), `POKE_INTERVAL` (`30s`), `CATCH_UP` (`10m`), `EXPOSURE_FACTOR` (`1.5`).
+`validate_output` reports the exposure too and alerts on it the same way.
 
 #### When it fails
 
 - **RESTART_UNANSWERED**: the site did not act on the command (not reading the control topic, down, or
-  not implementing `restart_session`), or its new session did not reach the table (is the stream running?
-  see `stream_supervisor`). Check the collection point, then trigger this DAG with
+  not implementing `restart_session`). Check the collection point, then trigger this DAG with
   `{"sites": [<site>], "reason": "retry"}`. Until it restarts, a break in its data is not repaired.
+- **STREAM_NOT_RUNNING** / **STREAM_BEHIND**: the answers may be in Kafka but not yet in the table. Check
+  `stream_supervisor` (trigger it with `force_restart` if its breaker is open), then trigger this DAG again.
 - **EXPOSURE**: a site has gone longer than 1.5 intervals without a clean start: trigger this DAG with
   `{"sites": [<sites named>]}`; if it is not scheduled, set `STREAMWARDEN_SESSION_RESTART_SCHEDULE`.
 - **CONFIG** (a Param, a setting, a site not on the broker) or **ENVIRONMENT** (the broker or storage):

@@ -39,7 +39,9 @@ run's log). A run of this DAG already under way finishes first (`max_active_runs
   `LAG_WINDOW` (10) checks of the current start: OK; WARN (offsets move, lag never shrinks over a full
   window); STALL (offset still, lag stays or grows); STOP (nothing committed for longer than the window's
   commits span); ERR (offset rewound). Before the first commit of a start it is STARTING (no alarm: the
-  first batch is running).
+  first batch is running). The lag is measured from the checkpoint against the broker whether or not the
+  stream runs; from ListOffsets alone it is marked "at least" (a lower bound on Tansu), and when the broker
+  does not answer it is UNKNOWN with the reason, never a total of 0.
 - **retention risk**: the oldest unprocessed record is older than `RETENTION_RISK` (0.5) x the topic's
   `retention.ms` (a topic that does not report `retention.ms` has unknown retention: no verdict).
 - **backoff**: the k-th start within an hour waits `BACKOFF_BASE` (30s) x 2^(k-2) after the previous one,
