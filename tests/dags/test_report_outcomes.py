@@ -138,3 +138,31 @@ def test_session_restarts_are_red_when_their_params_step_died_and_say_the_plan_n
             "see its log); plan_restarts never ran (a step before it failed); send_commands never ran (a step "
             "before it failed)") in logged
     assert "left no plan" not in logged
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_a_recovery_is_red_and_reported_failed_when_a_step_died_without_a_document(
+        settings: Settings, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    import json
+
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+
+    from streamwarden_airflow.operators.recovery import RecoveryReportOperator
+    from streamwarden_airflow.timetables import DEFAULT_START
+
+    with DAG("recovery_after_a_dead_step", schedule=None, start_date=DEFAULT_START, catchup=False,
+             default_args={"retries": 0}) as dag:
+        check = PythonOperator(task_id="check_params", python_callable=_dies_without_a_document)
+        report = RecoveryReportOperator(task_id="report_and_alert")
+        check >> report
+
+    with caplog.at_level(logging.INFO):
+        states = _states(dag)
+    logged = "".join(capfd.readouterr()) + caplog.text
+
+    assert states == {"check_params": "failed", "report_and_alert": "failed"}
+    assert ("recovery failed: check_params failed without a failure document (killed, or it lost Airflow's API: "
+            "see its log); clear the failed task of this run") in logged
+    [report] = (settings.root("run") / "recoveries").glob("*/report.json")
+    assert json.loads(report.read_text())["outcome"].startswith("failed: check_params failed without")

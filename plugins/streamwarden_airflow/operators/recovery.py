@@ -26,7 +26,7 @@ from streamwarden.warden.launcher import StreamAlreadyRunningError
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
+from streamwarden_airflow.operators.failing import FAILURE_KEY, failed_steps, run_step, step_outcomes
 
 log = logging.getLogger("streamwarden.recovery")
 PLAN_TASK = "plan_recovery"
@@ -189,6 +189,10 @@ class RecoveryReportOperator(BaseOperator):
                 steps.write_report(hook.settings, planned, {"outcome": "failed", "task": task, "failure": failure,
                                                             "results": results})
                 raise AirflowFailException(f"{task} failed ({failure['failure_class']}); alert sent")
+        if died := failed_steps(step_outcomes(context, STEP_IDS)):  # killed before it could push a document
+            steps.write_report(hook.settings, planned, {"outcome": f"failed: {died}", "results": results})
+            raise AirflowFailException(f"recovery failed: {died}; clear the failed task of this run (every step is "
+                                       "idempotent)")
         if planned is None:
             raise AirflowFailException(f"{PLAN_TASK} did not run (see check_params)")
         plan = RecoveryPlan.from_json(planned)
