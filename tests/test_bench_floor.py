@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_floor_query_runs_stateful_batches_and_reports_their_durations(tmp_path: Path) -> None:
-    figures = run_floor(tmp_path / "floor", seconds=16, timeout=300)
+    figures = run_floor(tmp_path / "floor", seconds=8, timeout=420)
 
     assert figures["batches"] >= 1 and (figures["rows_per_batch"], figures["keys"]) == (ROWS, KEYS)
     split = figures["durations_ms_per_batch"]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from streamwarden.atomic import write_json_atomic
 from streamwarden.local.broker import free_port
+from streamwarden.local.broker_memory import DEMO_RATE
 
 from .analysis import Summary, summarize
 from .chart import chart
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples (default %(default)s)")
     parser.add_argument("--burn-cores", type=int, default=1,
                         help="busy-loop processes beside the platform, one core each (default %(default)s)")
-    parser.add_argument("--producer-rate", type=float, default=2000.0,
+    parser.add_argument("--producer-rate", type=float, default=DEMO_RATE,
                         help="the demo producer's messages per second (default %(default)s, `up`'s default)")
     parser.add_argument("--warmup-minutes", type=float, default=10.0,
                         help="samples before this are left out of the slopes (default %(default)s)")

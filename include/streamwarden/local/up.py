@@ -40,7 +40,7 @@ from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.airflow_api import TAG, AirflowApi, AirflowApiError
 from streamwarden.local.archive import KEEP, Archived, archive_previous_state, archive_root
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
-from streamwarden.local.broker_memory import MIB, BrokerMemory, Level, Reading, default_limit, parse_size
+from streamwarden.local.broker_memory import DEMO_RATE, MIB, BrokerMemory, Level, Reading, default_limit, parse_size
 from streamwarden.local.clean_start import Parsing, end_previous_runs, parsed_since, pause_in_database
 from streamwarden.local.forecast import supervisor_forecast
 from streamwarden.local.leftovers import MARK, kill_leftovers
@@ -84,8 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no browser and no periodic status lines (tests, CI)")
     parser.add_argument("--api-port", type=int, default=0,
                         help="Airflow UI/API port on 127.0.0.1 (default: a free port)")
-    parser.add_argument("--producer-rate", type=float, default=2000.0,
-                        help="demo producer messages per second (default %(default)s)")
+    parser.add_argument("--producer-rate", type=float, default=DEMO_RATE,
+                        help="demo producer messages per second (default %(default)g: a day of it fits the "
+                             "embedded broker's memory)")
     parser.add_argument("--broker-memory-limit", type=_size, default=None,
                         help="the embedded broker keeps every record: at this resident size (e.g. 2g) the demo "
                              "producer stops and the broker stays that big (default: a sixth of the machine's "
