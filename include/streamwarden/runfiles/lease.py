@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,18 +70,39 @@ def read_holder(path: Path) -> LeaseHolder | None:
 
 
 def is_held(path: Path) -> bool:
-    """True when some process holds the lock right now (probe without taking it)."""
+    """True when some process holds the lease right now.
+
+    The probe takes a *shared* lock for an instant: probes (``up``, the warden, the page, every second) never
+    see each other as a holder, and a start that meets one waits it out (:data:`PROBE_WAIT_S`)."""
     try:
         handle = open(path, "a+")  # noqa: SIM115
     except FileNotFoundError:
         return False
     with handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+PROBE_WAIT_S = 2.0
+"""How long a start retries a lock it did not get: a probe holds it for microseconds, a holder for its life."""
+_RETRY_S = 0.02
+
+
+def _lock_within(handle: IO[str], seconds: float) -> bool:
+    """Take the exclusive lock, retrying for ``seconds`` past a probe's shared lock; False when it stays held."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_RETRY_S)
 
 
 class CheckpointLease:
@@ -94,11 +116,9 @@ class CheckpointLease:
     def acquire(self) -> LeaseHolder:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held open for the process lifetime
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _lock_within(handle, PROBE_WAIT_S):
             handle.close()
-            raise LeaseHeldError(self.path, read_holder(self.path)) from None
+            raise LeaseHeldError(self.path, read_holder(self.path))
         holder = LeaseHolder(os.getpid(), os.getpgid(0), socket.gethostname(), str(self.checkpoint))
         handle.seek(0)
         handle.truncate()
