@@ -51,7 +51,8 @@ def test_a_process_role_is_told_by_its_command_line(command: str, role: str) -> 
 def _info(minutes: float = 60.0) -> RunInfo:
     return RunInfo(started_at=datetime.fromtimestamp(START, UTC).isoformat(), minutes=minutes, interval_s=60.0,
                    warmup_minutes=10.0, flat_mib_per_hour=10.0, burn_cores=1, producer_rate=2000.0, home="/h",
-                   api_port=1, results="/r", host="h", cpus=2, machine_ram_bytes=24 * 2**30, source={}, command=[])
+                   api_port=1, results="/r", host="h", cpus=2, machine_ram_bytes=24 * 2**30, source={}, command=[],
+                   broker_memory_limit_bytes=2**30)
 
 
 def _sample(minute: int, broker_mib: float, commits: list[float]) -> Sample:
@@ -113,13 +114,18 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     assert summary.stream.max_gap_after_warmup == summary.stream.max_gap
     disk = {area.area: area for area in summary.disk}
     assert disk["logs"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5)
-    memory, space = summary.projections
+    memory, space, broker = summary.projections
     tasks = roles["airflow-tasks"].slope_mib_per_hour
     assert tasks is not None and memory.growth_mib_per_hour == pytest.approx(60.0 + tasks, abs=1.0)
     assert space.hours == pytest.approx(50 * 1024 / 60.0, rel=0.02)
+    # the broker's growth is the records it keeps: judged by the time to its 1 GiB limit (~14 h), not as a leak
+    assert "broker's limit (1.0 GiB" in broker.bound and broker.hours == pytest.approx((1024 - 158) / 60, rel=0.02)
     assert summary.verdict == "fail" and summary.roles_missing == []
     assert any("stream death" in reason for reason in summary.reasons)
-    assert any("memory not flat" in reason and "broker" in reason for reason in summary.reasons)
+    (not_flat,) = [reason for reason in summary.reasons if "memory not flat" in reason]
+    assert "airflow-tasks" in not_flat and "broker" not in not_flat
+    assert f"a bound is reached within 24 h: after {broker.hours:.1f} h" in summary.reasons
+    assert any(note.startswith("the broker grew +60.0 MiB/h") for note in summary.notes)
     assert summary.roles_missing == [] and summary.own_cpu_percent == pytest.approx(1.0)
 
 

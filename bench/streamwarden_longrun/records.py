@@ -40,6 +40,7 @@ class RunInfo:
     source: dict[str, Any]  # the checkout's commit and what differs from it under include/ and jobs/
     command: list[str]
     settings_given: list[str] = field(default_factory=list)  # STREAMWARDEN_* names passed on to `up`
+    broker_memory_limit_bytes: int = 0  # `up`'s --broker-memory-limit; 0 in runs that did not record it
 
 
 @dataclass(frozen=True)

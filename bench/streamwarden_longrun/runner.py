@@ -27,6 +27,7 @@ import psutil
 from streamwarden_bench.source import state
 
 from streamwarden.local.broker import LOOPBACK
+from streamwarden.local.broker_memory import default_limit
 from streamwarden.secrets import scrub
 from streamwarden.settings import ENV_PREFIX, Settings, load_settings
 from streamwarden.warden.status import read_status
@@ -226,8 +227,8 @@ class LongRun:
             burn_cores=options.burn_cores, producer_rate=options.producer_rate, home=str(options.home),
             api_port=options.api_port, results=str(options.results), host=socket.gethostname(),
             cpus=os.cpu_count() or 0, machine_ram_bytes=psutil.virtual_memory().total, source=state(),
-            command=sys.argv, settings_given=sorted(n for n in os.environ if n.startswith(ENV_PREFIX)
-                                                    and n != f"{ENV_PREFIX}HOME"))
+            command=sys.argv, broker_memory_limit_bytes=default_limit(),
+            settings_given=sorted(n for n in os.environ if n.startswith(ENV_PREFIX) and n != f"{ENV_PREFIX}HOME"))
 
     def _event(self, kind: EventType, detail: dict[str, Any]) -> None:
         self.out.write(Event(_now(), round(time.monotonic() - self.started, 1), kind, detail))
