@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamwarden.settings import load_settings
 from streamwarden.stream.process_setup import DRIVER_JAVA_OPTIONS, DRIVER_MEMORY, MALLOC
-from streamwarden.warden.launcher import stream_env, venv_bin
+from streamwarden.warden.launcher import platform_env, stream_env, venv_bin
 
 PROBE = '''
 import json
@@ -78,3 +78,15 @@ def test_an_operators_java_options_replace_the_drivers(tmp_path: Path) -> None:
     reported = _driver(tmp_path, env)
     assert sorted(reported["collectors"]) == ["PS MarkSweep", "PS Scavenge"]  # the parallel collector's
     assert reported["tiered_stop_at_level"] == "4"
+
+
+def test_the_platforms_processes_get_every_siblings_setting_and_the_stream_its_own_only(tmp_path: Path) -> None:
+    given = {"STREAMWARDEN_WARDEN_MAX_RESTARTS": "7", "STREAMWARDEN_MAINTENANCE_SCHEDULE": "@daily",
+             "STREAMWARDEN_VALIDATION_EXPECTATIONS": "/x/suite.json", "STREAMWARDEN_SESSION_RESTART_CATCH_UP": "5m"}
+    base = {"PATH": "/usr/bin", "AIRFLOW_HOME": "/elsewhere", "STREAMWARDEN_BOOTSTRAP_SERVERS": "old:9092", **given}
+    settings = load_settings(home=tmp_path / "home", bootstrap_servers="127.0.0.1:1")
+
+    platform = platform_env(settings, base)
+    assert {name: platform[name] for name in given} == given  # what `up` was given reaches Airflow's processes
+    assert platform["STREAMWARDEN_BOOTSTRAP_SERVERS"] == "127.0.0.1:1" and "AIRFLOW_HOME" not in platform
+    assert not set(given) & set(stream_env(settings, base))  # the stream's own process gets its settings only

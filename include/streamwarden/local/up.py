@@ -51,7 +51,7 @@ from streamwarden.logs.rolling import roll_if_full
 from streamwarden.processes import die_with_parent, group_members
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
-from streamwarden.warden.launcher import REPO_ENV, log_tail, repo_root, stream_env, venv_bin
+from streamwarden.warden.launcher import REPO_ENV, log_tail, platform_env, repo_root, venv_bin
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.status import read_status
 from streamwarden.warden.stop import LIFECYCLE_POOL, StopFailedError, stop_stream
@@ -344,8 +344,8 @@ class LocalPlatform:
         return [(name, process) for name, process in found if process is not None]
 
     def _base_env(self) -> dict[str, str]:
-        """The stream's environment (the platform's settings, this venv first) plus where the checkout is."""
-        return {**stream_env(self.settings), REPO_ENV: str(self.repo)}
+        """Every setting given to `up` (the stream's as resolved here), this venv first, where the checkout is."""
+        return {**platform_env(self.settings), REPO_ENV: str(self.repo)}
 
     def _airflow_env(self, base: dict[str, str], port: int) -> dict[str, str]:
         spark_connection = {"conn_type": "spark", "host": self.settings.spark_master}

@@ -145,6 +145,14 @@ def stream_env(settings: Settings, base: Mapping[str, str] | None = None) -> dic
     return env
 
 
+def platform_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of the platform's own processes (Airflow, the demo producer): the stream's, plus every
+    other ``STREAMWARDEN_*`` setting of ``base`` (the warden's, maintenance's, validation's, the restarts'...),
+    which their DAGs read in Airflow's processes."""
+    source = os.environ if base is None else base
+    return {**{k: v for k, v in source.items() if k.startswith(ENV_PREFIX)}, **stream_env(settings, source)}
+
+
 def log_tail(path: Path, lines: int = 30) -> str:
     """The last ``lines`` lines of a log file (empty when there is none)."""
     try:
