@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from streamwarden.dashboard.model import AlertNow, Dashboard, MeasuredRate, Series, Sites, StreamNow, TableNow
+from streamwarden.durations import duration_text
 
 REFRESH_S = 10
 STATE_TONE = {"running": "ok", "starting": "warn", "hung": "bad", "failed": "bad", "stopped": "bad"}
@@ -48,18 +49,6 @@ document.addEventListener('click',function(e){var a=e.target.closest&&e.target.c
 if(!a||window.top===window)return;try{var p=window.parent;p.history.pushState(null,'',a.href);
 p.dispatchEvent(new p.PopStateEvent('popstate',{state:null}));e.preventDefault();}catch(err){}});})();
 """.replace("MS", str(REFRESH_S * 1000))
-
-
-def duration(seconds: float | None) -> str:
-    """``95`` as ``1m 35s``; ``-`` for None."""
-    if seconds is None:
-        return "-"
-    whole = int(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{days}d"] * bool(days) + [f"{hours}h"] * bool(hours) + [f"{minutes}m"] * bool(minutes)
-    return " ".join(parts if days or hours else [*parts, f"{secs}s"])
 
 
 def number(value: float | None, digits: int = 0) -> str:
@@ -98,10 +87,10 @@ def stream_card(stream: StreamNow | None, last_rate: MeasuredRate | None = None)
     pairs = [
         ("verdict", _figure("stream-verdict", stream.verdict)),
         ("pid", _figure("stream-pid", "-" if stream.pid is None else str(stream.pid))),
-        ("uptime", _figure("stream-uptime", duration(stream.uptime_s))),
+        ("uptime", _figure("stream-uptime", duration_text(stream.uptime_s))),
         ("last batch", _figure("stream-last-batch", "-" if stream.last_batch_id is None else str(stream.last_batch_id))
          + f" at {escape(moment(stream.last_batch_at))} ("
-         + _figure("stream-last-batch-age", duration(stream.last_batch_age_s)) + " ago)"),
+         + _figure("stream-last-batch-age", duration_text(stream.last_batch_age_s)) + " ago)"),
         ("rows/s in / processed", _figure("stream-input-rate", number(stream.input_rows_per_second, 1)) + " / "
          + _figure("stream-processed-rate", number(stream.processed_rows_per_second, 1))),
         ("batch duration", _figure("stream-batch-duration", batch)),
@@ -175,11 +164,11 @@ def sites_card(sites: Sites | None) -> str:
     if sites is None:
         return '<section class="card wide"><h2>Sites</h2><p class="bad">could not be read</p></section>'
     limit = "no restart schedule" if sites.limit_s is None else (
-        f"restart interval {duration(sites.interval_s)}, exposure limit {duration(sites.limit_s)}")
+        f"restart interval {duration_text(sites.interval_s)}, exposure limit {duration_text(sites.limit_s)}")
     rows = "".join(
         f"<tr><td>{escape(s.site)}</td><td>{escape(moment(s.newest_clean_start))}</td>"
         f'<td class="num {"bad" if s.over_limit else ""}" data-figure="exposure-{escape(s.site)}">'
-        f"{escape(duration(s.exposure_s))}</td><td class=num>{s.open_sessions:,}</td>"
+        f"{escape(duration_text(s.exposure_s))}</td><td class=num>{s.open_sessions:,}</td>"
         f"<td class=num>{s.damaged_sessions:,}</td><td class=num>{s.rows:,}</td><td class=num>{s.quarantined:,}</td>"
         f"<td class=num>{'-' if s.quarantine_share is None else f'{s.quarantine_share:.2%}'}</td></tr>"
         for s in sites.sites)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from streamwarden.durations import duration_text
 from streamwarden.restarts.plan import SiteTurn
 from streamwarden.restarts.reach import Cause
 from streamwarden.restarts.report import RestartReport
@@ -107,7 +108,7 @@ def exposure_alert(sites: Sequence[SiteSessions], *, limit: float, now: datetime
                    report_path: str | None) -> Alert:
     """Sites whose last clean session start is older than ``limit`` seconds (1.5 restart intervals)."""
     evidence = [f"{s.site}: last clean session start {s.last_clean_start.isoformat() if s.last_clean_start else '-'}, "
-                f"{(s.exposure(now) or 0) / 60:.0f} min ago (limit {limit / 60:.0f} min); {s.open_sessions} open, "
+                f"{duration_text(s.exposure(now) or 0)} ago (limit {duration_text(limit)}); {s.open_sessions} open, "
                 f"{s.damaged_sessions} damaged" for s in sites]
     names = [s.site for s in sites]
     failure: Mapping[str, Any] = {
@@ -117,6 +118,6 @@ def exposure_alert(sites: Sequence[SiteSessions], *, limit: float, now: datetime
               f"{_restart(names, 'exposure over the limit')}; if they do not answer, check the collection points; "
               "if restarts are not scheduled, set STREAMWARDEN_SESSION_RESTART_SCHEDULE.")
     places = sorted((s.site, s.last_clean_start.isoformat() if s.last_clean_start else None) for s in sites)
-    return Alert("warning", f"{len(names)} site(s) exposed beyond {limit / 60:.0f} min since a clean session start: "
+    return Alert("warning", f"{len(names)} site(s) exposed beyond {duration_text(limit)} since a clean session start: "
                  f"{', '.join(names[:_SHOWN])}"[:300], {"label": f"{EXPOSURE}({len(names)})"}, EXPOSURE,
                  dict(failure), {}, action, source=source, key=_key(EXPOSURE, places))

@@ -14,6 +14,7 @@ from datetime import datetime
 
 import duckdb
 
+from streamwarden.durations import duration_text
 from streamwarden.restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
 from streamwarden.restarts.settings import RestartSettings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
@@ -53,7 +54,7 @@ def check_exposure(con: duckdb.DuckDBPyConnection, tables: list[PinnedTable], re
         if exposure is not None and exposure > limit and site.last_clean_start is not None:
             findings.append(Finding(
                 FindingClass.EXPOSURE, SESSION_ROWS, site.site, -1, (), site.open_sessions,
-                f"last clean session start {site.last_clean_start.isoformat()}, {exposure / 60:.0f} min ago: over "
-                f"the limit of {limit / 60:.0f} min ({restarts.exposure_factor:g} x the restart interval); "
+                f"last clean session start {site.last_clean_start.isoformat()}, {duration_text(exposure)} ago: over "
+                f"the limit of {duration_text(limit)} ({restarts.exposure_factor:g} x the restart interval); "
                 f"{site.open_sessions} open session(s), {site.damaged_sessions} damaged"))
     return Exposure(tuple(sites.values()), limit, tuple(findings))

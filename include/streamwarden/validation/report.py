@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from streamwarden.atomic import read_json, write_json_atomic
+from streamwarden.durations import duration_text
 from streamwarden.restarts.sessions import SiteSessions
 from streamwarden.validation.agreement import CheckpointPosition
 from streamwarden.validation.audit import HourCount
@@ -109,9 +110,9 @@ class ValidationReport:
         if self.sites:
             now = datetime.fromisoformat(self.finished_at)
             limit = "no limit: no restart schedule" if self.exposure_limit is None else \
-                f"limit {self.exposure_limit / 60:.0f} min"
+                f"limit {duration_text(self.exposure_limit)}"
             text.append(f"exposure (time since each site's last clean session start; {limit}):")
-            text.extend(f"  {s.site}: {(s.exposure(now) or 0) / 60:.0f} min since "
+            text.extend(f"  {s.site}: {duration_text(s.exposure(now))} since "
                         f"{s.last_clean_start.isoformat() if s.last_clean_start else '-'}; {s.open_sessions} open, "
                         f"{s.damaged_sessions} damaged" for s in self.sites)
         if self.hours:
