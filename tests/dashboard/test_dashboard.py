@@ -276,6 +276,7 @@ def test_data_docs_are_served_from_their_folder_only(tmp_path: Path) -> None:
     (settings.root("run") / "secret.json").write_text("{}")
     assert data_docs_file(settings, "index.html") == (site / "index.html").resolve()
     assert data_docs_file(settings, "../secret.json") is None and data_docs_file(settings, "nope.html") is None
+    assert data_docs_file(settings, "index.html\x00.png") is None and data_docs_file(settings, "x" * 5000) is None
 
 
 def test_the_source_keeps_a_snapshot_for_its_ttl(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ def test_a_logged_in_user_gets_the_page_the_json_and_the_metrics(client: TestCli
     assert metrics.headers["content-type"].startswith("text/plain") and \
         'streamwarden_stream_state{state="stopped"} 1' in metrics.text
     assert client.get("/data-docs/../../etc/passwd", cookies={"_token": token}).status_code == 404
+    assert client.get("/data-docs/x.html%00.png", cookies={"_token": token}).status_code == 404
 
 
 def test_the_plugin_registers_the_app_and_the_navigation_entry() -> None:

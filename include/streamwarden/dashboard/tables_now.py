@@ -87,7 +87,10 @@ def _small_files(settings: Settings, name: str, version: int, *, small_bytes: in
 
 def data_docs_file(settings: Settings, relative: str) -> Path | None:
     """A file of the Data Docs site (``<run_root>/data_docs/...``) by its path inside it; None for anything
-    outside the site or missing."""
+    outside the site, missing, or not a path at all (a NUL byte, a name too long)."""
     root = (settings.root("run") / "data_docs").resolve()
-    target = (root / relative).resolve()
-    return target if target.is_relative_to(root) and target.is_file() else None
+    try:
+        target = (root / relative).resolve()
+        return target if target.is_relative_to(root) and target.is_file() else None
+    except (ValueError, OSError):
+        return None
