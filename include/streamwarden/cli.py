@@ -83,6 +83,13 @@ def _tables(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps([s.to_json() for s in summaries], indent=2, sort_keys=True))
     else:
         print("\n\n".join(s.text() for s in summaries))
+    if all(s.head is None for s in summaries):
+        # The home defaults to ./.streamwarden: from another folder than the checkout, `make run`'s tables are not
+        # missing, they are elsewhere.
+        print(f"streamwarden: no table under {settings.root('output')}. The platform's home is "
+              f"{settings.home.resolve()} (STREAMWARDEN_HOME; by default .streamwarden in the current folder): "
+              "`make run` keeps its state in the checkout's .streamwarden, so run this command from the checkout "
+              "or set STREAMWARDEN_HOME to that folder.", file=sys.stderr)
     return 0
 
 

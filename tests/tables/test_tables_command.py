@@ -77,3 +77,19 @@ def test_read_gives_a_dataset_of_any_version(home: Path) -> None:
 def test_an_unknown_table_is_refused(home: Path) -> None:
     run = _cli(home, "sessions")
     assert run.returncode == 78 and "unknown table 'sessions'" in run.stderr
+
+
+def test_from_a_folder_without_the_platform_the_command_says_where_it_looked_and_why(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}
+    run = subprocess.run([sys.executable, "-m", "streamwarden", "tables"], env=env, cwd=elsewhere,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "no Delta table yet" in run.stdout
+    assert f"The platform's home is {elsewhere / '.streamwarden'}" in run.stderr
+    assert "run this command from the checkout or set STREAMWARDEN_HOME" in run.stderr
+
+
+def test_a_home_with_tables_prints_no_such_hint(home: Path) -> None:
+    run = _cli(home)
+    assert run.returncode == 0 and "platform's home" not in run.stderr
