@@ -110,7 +110,7 @@ def test_maintain_tables_compacts_beside_the_live_stream_and_readers_see_every_v
     assert states == dict.fromkeys(("plan_compaction", "compact_and_prove", "vacuum_and_checkpoint",
                                     "record_report"), "success"), job.log_tail()
     [history] = read_history(maintenance_folder(job.settings) / "history.jsonl")
-    compacted = [p for p in history["partitions"] if p["action"] == "compacted, proven"]
+    compacted = [p for p in history["partitions"] if p["action"].startswith("compacted, proven")]
     assert compacted, history
     for partition in compacted:
         assert partition["files_after"] <= partition["files_before"] // 10, partition  # >= 90% fewer files

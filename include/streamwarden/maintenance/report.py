@@ -63,10 +63,14 @@ class MaintenanceReport:
                     rows.append(PartitionRow(plan.table, p.label, p.files, p.files, p.bytes, p.bytes, 0, None,
                                              action, 0.0))
                 else:
-                    rows.append(PartitionRow(plan.table, p.label, p.files, p.files - c.files_removed + c.files_added,
-                                             p.bytes, p.bytes - c.bytes_removed + c.bytes_added, c.rows, c.version,
-                                             "compacted, proven" if c.version is not None else "nothing to compact",
-                                             c.seconds))
+                    # The stream keeps committing: the compaction may take files added after the plan too.
+                    files = max(p.files, c.files_removed)
+                    action = "compacted, proven" if c.version is not None else "nothing to compact"
+                    if files > p.files:
+                        action += f" (with {files - p.files:,} file(s) the stream added after the plan)"
+                    rows.append(PartitionRow(plan.table, p.label, files, files - c.files_removed + c.files_added,
+                                             max(p.bytes, c.bytes_removed), max(p.bytes, c.bytes_removed)
+                                             - c.bytes_removed + c.bytes_added, c.rows, c.version, action, c.seconds))
         return cls(run_id, dry_run, outcome, tuple(rows), tuple(cleanups), datetime.now(UTC).isoformat())
 
     def to_json(self) -> dict[str, Any]:
