@@ -70,11 +70,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
 from streamwarden.params import MAX_REASON
+from streamwarden_airflow.operators.approval import RecordedApprovalOperator
 from streamwarden_airflow.operators.recovery import (
     APPROVAL_TASK,
     ArchiveCheckpointOperator,
@@ -126,7 +126,7 @@ with DAG(
     plan_recovery = PlanRecoveryOperator(task_id="plan_recovery")
     stop_if_dry_run = ShortCircuitOperator(task_id="stop_if_dry_run", python_callable=_not_dry_run,
                                            ignore_downstream_trigger_rules=False)
-    approve = ApprovalOperator(
+    approve = RecordedApprovalOperator(
         task_id=APPROVAL_TASK,
         subject="recover_stream: approve recovery {{ ti.xcom_pull(task_ids='plan_recovery')['recovery_id'] }}",
         body=APPROVAL_BODY, defaults="Reject", response_timeout=timedelta(hours=6))

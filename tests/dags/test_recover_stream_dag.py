@@ -206,7 +206,7 @@ def test_a_dry_run_and_a_rejected_run_change_nothing(drill: Drill) -> None:
     assert drill.reports["dry"]["outcome"] == "dry run: nothing changed"
     assert rejected["approve"] == rejected["report_and_alert"] == "success", rejected
     assert {rejected[t] for t in ACTING} == {"skipped"}
-    assert drill.reports["rejected"]["outcome"].startswith("not approved")
+    assert drill.reports["rejected"]["outcome"].startswith("not approved: rejected by admin at ")  # not "no answer"
     assert drill.pids["dry"] == drill.pids["rejected"] == drill.pids["initial"], "the stream ran on untouched"
     assert "| table | newest | restore to |" in (drill.approvals["rejected"].body or "")
 

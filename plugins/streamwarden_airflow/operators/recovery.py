@@ -16,6 +16,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamwarden.approvals import ANSWER_KEY, ApprovalAnswer, not_approved
 from streamwarden.recovery import steps
 from streamwarden.recovery.plan import RecoveryPlan
 from streamwarden.recovery.request import RecoveryRequest, request_from_params
@@ -196,30 +197,26 @@ class RecoveryReportOperator(BaseOperator):
         if planned is None:
             raise AirflowFailException(f"{PLAN_TASK} did not run (see check_params)")
         plan = RecoveryPlan.from_json(planned)
+        answered = ti.xcom_pull(task_ids=APPROVAL_TASK, key=ANSWER_KEY)
+        answer = None if answered is None else ApprovalAnswer.from_json(answered)
+        action = "read the report, then trigger recover_stream again if needed"
         if plan.request.dry_run:
-            outcome = "dry run: nothing changed"
+            outcome, action = "dry run: nothing changed", "none"
         elif executed is None:
-            outcome = _not_approved(ti.xcom_pull(task_ids=APPROVAL_TASK))
+            outcome, action = not_approved(answer, "recover_stream")
+            outcome = f"not approved: {outcome}"
         elif results["validate"] is None:
             outcome = "recovered, not validated (a step did not run; see the run)"
         else:
-            outcome = "recovered and validated"
-        report = steps.write_report(hook.settings, planned, {"outcome": outcome, "results": results})
+            outcome, action = "recovered and validated", "none"
+        report = steps.write_report(hook.settings, planned, {
+            "outcome": outcome, "results": results, "approval": None if answer is None else answer.to_json()})
         hook.send_alert(Alert("info" if "validated" in outcome or "nothing" in outcome else "warning",
                               f"recover_stream {plan.recovery_id}: {outcome}", {"label": "RECOVERY"}, None, None,
-                              {}, "none" if outcome == "recovered and validated" else
-                              "read the report, then trigger recover_stream again if needed",
-                              source=source))
+                              {}, action, source=source))
         log.info("recovery %s: %s\n%s\nreport %s", plan.recovery_id, outcome,
                  RecoveryPlan.from_json(executed or planned).text(), report)
         return {"recovery_id": plan.recovery_id, "outcome": outcome, "report": str(report),
                 "validation": results["validate"], "restored": results["restore_tables"],
                 "resume": results["seed_checkpoint"]}
 
-
-def _not_approved(answer: dict[str, Any] | None) -> str:
-    """Why a real run stopped before acting: the answer the approval task recorded, or none."""
-    if answer is None:
-        return ("not approved: the approval task recorded no answer (it failed or was marked so; see its log): "
-                "nothing changed; trigger recover_stream again")
-    return f"not approved (answered {answer.get('chosen_options')}; a timeout answers Reject): nothing changed"
