@@ -18,7 +18,8 @@ a person to approve the plan, then acts, and proves the result with validate_out
    unknown partitions, a pending compaction journal: refused here.
 3. **stop_if_dry_run**: a dry run ends here (report_and_alert still reports).
 4. **approve**: Airflow's approval request (Required actions in the UI, or the REST API's `hitlDetails`)
-   showing the plan. **Reject**, or no answer within 6 hours, changes nothing.
+   showing the plan. **Reject**, or no answer within 6 hours, changes nothing. The answer is recorded (its
+   `answer` XCom: approved, rejected by whom and when, timed out, or the request failed) for the report.
 5. **hold_and_stop** (pool `stream_lifecycle`) holds the stream (`<run_root>/hold.json`: the warden, the
    launcher and maintenance keep off), drains and stops it, and plans again with the approved versions
    (the stream committed until it stopped); if more would now be lost than approved it stops, changing
@@ -36,8 +37,9 @@ a person to approve the plan, then acts, and proves the result with validate_out
 11. **validate** runs validate_output's checks (coverage, checkpoint, Kafka, audit, expectations) and
     records the report and the last validated versions; fails unless they pass.
 12. **report_and_alert** (runs whatever happened) writes `<run_root>/recoveries/<id>/report.json` and
-    alerts the outcome: dry run, not approved, recovered and validated, or the failed step with its class
-    and evidence.
+    alerts the outcome: dry run; not approved (rejected by a person, not answered before the timeout, the
+    request failed, or no answer recorded, each with its own next action); recovered and validated; or the
+    failed step with its class and evidence.
 
 Every step is idempotent: after a kill -9 (or any failure), clearing the failed task finishes the recovery
 (the hold keeps the warden off meanwhile; the restore finds its own commit, the archive and the seeded
