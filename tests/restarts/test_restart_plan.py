@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
@@ -11,11 +12,12 @@ import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from streamwarden import schedules
+from streamwarden.atomic import write_json_atomic
 from streamwarden.control.commands import decode_command, encode_command
 from streamwarden.failures import ConfigError
 from streamwarden.restarts.alerting import EXPOSURE, UNANSWERED, exposure_alert, unanswered_alert
-from streamwarden.restarts.plan import choose_sites, make_plan
-from streamwarden.restarts.report import RestartReport
+from streamwarden.restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan
+from streamwarden.restarts.report import RestartReport, previous_restarts
 from streamwarden.restarts.request import SCHEDULED_REASON, request_from_params
 from streamwarden.restarts.sessions import find_answers, measure_losses, measure_sites
 from streamwarden.restarts.settings import load_restart_settings
@@ -28,6 +30,23 @@ SITES = [f"sites-{i}" for i in range(50)]
 
 def minutes_ago(minutes: float) -> datetime:
     return NOW - timedelta(minutes=minutes)
+
+
+def test_a_run_counts_losses_from_each_sites_own_last_restart_not_from_when_the_last_run_was_planned(
+        tmp_path: Path) -> None:
+    def run(planned: float, *turns: tuple[str, float]) -> RestartPlan:
+        return RestartPlan(f"run-{planned}", minutes_ago(planned), "scheduled", tuple(
+            SiteTurn(site, f"{site}-{planned}", minutes_ago(turn), minutes_ago(turn - 10)) for site, turn in turns))
+
+    older = run(120, ("sites-0", 119), ("sites-1", 118))
+    newer = run(60, ("sites-0", 58), ("sites-1", 55))
+    answered = {"sites-0-60": {"opened_at": minutes_ago(57.5).isoformat()}}  # sites-1 never answered
+    write_json_atomic(tmp_path / "20261124T100000.000000Z.json", {"plan": older.to_json(), "answers": {}})
+    write_json_atomic(tmp_path / "20261124T110000.000000Z.json", {"plan": newer.to_json(), "answers": answered})
+
+    assert previous_restarts(tmp_path, NOW) == {"sites-0": minutes_ago(57.5), "sites-1": minutes_ago(55)}
+    assert previous_restarts(tmp_path, minutes_ago(90)) == {"sites-0": minutes_ago(119), "sites-1": minutes_ago(118)}
+    assert previous_restarts(tmp_path / "none", NOW) == {}
 
 
 def test_every_bad_param_is_named_at_once_and_nothing_is_defaulted_silently() -> None:

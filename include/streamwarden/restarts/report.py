@@ -155,12 +155,17 @@ def write_report(folder: Path, report: RestartReport) -> Path:
 
 
 def previous_restarts(folder: Path, before: datetime) -> dict[str, datetime]:
-    """Per site, when the newest report before ``before`` asked it to restart (its plan's time)."""
+    """Per site, when it last restarted in a run planned before ``before``: its new session's start where the
+    report found the answer, else the time it was asked to (its turn). A run's losses are counted from there, so
+    what the previous run already reported is not counted again."""
     since: dict[str, datetime] = {}
     if not folder.is_dir():
         return since
     for path in sorted(folder.glob("*.json")):
-        plan = RestartPlan.from_json(read_json(path)["plan"])
+        document = read_json(path)
+        plan = RestartPlan.from_json(document["plan"])
         if plan.created_at < before:
-            since.update({turn.site: plan.created_at for turn in plan.turns})
+            answers = document.get("answers") or {}
+            since.update({turn.site: datetime.fromisoformat(answers[turn.request_id]["opened_at"])
+                          if turn.request_id in answers else turn.not_before for turn in plan.turns})
     return since
