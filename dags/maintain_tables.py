@@ -19,13 +19,14 @@ and proves, for every commit it makes, that each Kafka topic-partition kept exac
    every file read agrees with its Delta log entry (size, rows, offsets). A failed proof **reverts** the
    commit (a new commit puts the old files back; later stream batches stay) and fails the run with
    `INTEGRITY`. A crash loses at most one partition's work: the next run first proves what the crashed
-   one committed (`<run_root>/maintenance/pending/`). Each compacted table emits an event of the asset
-   `streamwarden.<table>` (alias `streamwarden-maintenance`) with the figures.
+   one committed (`<run_root>/maintenance/pending/`).
 3. **vacuum_and_checkpoint** deletes files no version of the retention window references, including
    files of micro-batches that crashed before their commit; then writes a log checkpoint and drops
    expired log files. Refused while a compaction is unproven. After a dry run's skipped compaction it
-   only counts what vacuum would delete. Each cleaned table emits an event of its asset too, so
-   `validate_output` (scheduled on these assets) checks the tables after every maintenance run.
+   only counts what vacuum would delete. Each table the run compacted or cleaned emits one event of the
+   asset `streamwarden.<table>` (alias `streamwarden-maintenance`; the compaction's figures and the
+   cleanup's as its extra), so `validate_output` (scheduled on these assets) checks the tables once after
+   every maintenance run.
 4. **record_report** (runs whatever happened) logs files and bytes before/after per table and partition
    and the time taken, pushes it to XCom, appends it to `<run_root>/maintenance/history.jsonl`, and, when a
    step failed, sends an alert (class, evidence, next action) and fails the run.
@@ -106,7 +107,8 @@ with DAG(
 ) as dag:
     plan_compaction = PlanCompactionOperator(task_id="plan_compaction")
     compact_and_prove = CompactPartitionsOperator(task_id="compact_and_prove", plan_task_id="plan_compaction")
-    vacuum_and_checkpoint = CleanUpTablesOperator(task_id="vacuum_and_checkpoint", plan_task_id="plan_compaction")
+    vacuum_and_checkpoint = CleanUpTablesOperator(task_id="vacuum_and_checkpoint", plan_task_id="plan_compaction",
+                                                  compact_task_id="compact_and_prove")
     record_report = MaintenanceReportOperator(task_id="record_report", plan_task_id="plan_compaction",
                                               compact_task_id="compact_and_prove",
                                               clean_up_task_id="vacuum_and_checkpoint")

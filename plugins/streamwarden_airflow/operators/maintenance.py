@@ -27,8 +27,9 @@ from streamwarden_airflow.operators.failing import failed_steps, not_done, run_s
 
 log = logging.getLogger("streamwarden.maintenance")
 MAINTAINED = AssetAlias("streamwarden-maintenance")
-"""Each table a run compacted or cleaned up gets an asset event (the figures as the extra) through this alias:
-``validate_output`` is scheduled on the tables' assets, so it runs after each maintenance run."""
+"""Each table a run compacted or cleaned up gets one asset event (the figures as the extra) through this alias,
+from the run's last changing step: ``validate_output`` is scheduled on the tables' assets, so it runs once after
+each maintenance run."""
 
 
 def _plans(context: Context, plan_task_id: str) -> tuple[str, MaintenanceRequest, list[TablePlan]]:
@@ -62,13 +63,11 @@ class PlanCompactionOperator(BaseOperator):
 class CompactPartitionsOperator(BaseOperator):
     """Compacts each planned partition (one Delta commit each) and proves every commit; skipped in a dry run.
 
-    Emits one asset event per compacted table through :data:`MAINTAINED`, its figures as the extra.
-
     :param plan_task_id: the :class:`PlanCompactionOperator` task
     """
 
     def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
-        super().__init__(outlets=[MAINTAINED], **kwargs)
+        super().__init__(**kwargs)
         self.plan_task_id = plan_task_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
@@ -77,33 +76,35 @@ class CompactPartitionsOperator(BaseOperator):
             raise AirflowSkipException("dry run: the plan is in plan_compaction's log; nothing compacted")
         hook = DeltaTablesHook()
         done = run_step(context, lambda: steps.compact(hook.settings, request, plans, run_id))
-        report = MaintenanceReport.build(run_id, dry_run=False, outcome="compacted", plans=plans, compactions=done,
-                                         cleanups=[])
-        for table, totals in report.table_totals().items():
-            if totals["partitions_compacted"]:
-                context["outlet_events"][MAINTAINED].add(hook.asset(table), extra=totals)
         return [c.to_json() for c in done]
 
 
 class CleanUpTablesOperator(BaseOperator):
     """Vacuums files no kept version references, checkpoints the log and drops expired log files; in a dry
-    run only counts what vacuum would delete. Emits one asset event per table cleaned up (not in a dry run)
-    through :data:`MAINTAINED`.
+    run only counts what vacuum would delete. Emits one asset event per table the run compacted or cleaned up
+    (not in a dry run) through :data:`MAINTAINED`, the compaction's figures and the cleanup's as the extra.
 
     :param plan_task_id: the :class:`PlanCompactionOperator` task (for the tables and the dry run)
+    :param compact_task_id: the :class:`CompactPartitionsOperator` task (for what it compacted)
     """
 
-    def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:
+    def __init__(self, *, plan_task_id: str, compact_task_id: str, **kwargs: Any) -> None:
         super().__init__(trigger_rule="none_failed", outlets=[MAINTAINED], **kwargs)  # after a dry run's skip too
         self.plan_task_id = plan_task_id
+        self.compact_task_id = compact_task_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        _, request, _ = _plans(context, self.plan_task_id)
+        run_id, request, plans = _plans(context, self.plan_task_id)
         hook = DeltaTablesHook()
         done = run_step(context, lambda: steps.clean_up(hook.settings, hook.maintenance, request))
-        for cleanup in done:
-            if not cleanup.dry_run:
-                context["outlet_events"][MAINTAINED].add(hook.asset(cleanup.table), extra=cleanup.to_json())
+        compacted = [Compaction(**c) for c in context["ti"].xcom_pull(task_ids=self.compact_task_id) or []]
+        totals = MaintenanceReport.build(run_id, dry_run=request.dry_run, outcome="cleaned up", plans=plans,
+                                         compactions=compacted, cleanups=[]).table_totals()
+        changed = {table: figures for table, figures in totals.items() if figures["partitions_compacted"]}
+        cleaned = {cleanup.table: cleanup.to_json() for cleanup in done if not cleanup.dry_run}
+        for table in sorted(changed.keys() | cleaned.keys()):
+            context["outlet_events"][MAINTAINED].add(hook.asset(table), extra={
+                **changed.get(table, {}), **({"cleanup": cleaned[table]} if table in cleaned else {})})
         return [c.to_json() for c in done]
 
 
