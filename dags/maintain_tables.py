@@ -96,7 +96,7 @@ with DAG(
     params={
         "tables": Param([], type="array", items={"type": "string", "enum": list(TABLES)}, examples=list(TABLES),
                         description="Tables to maintain; empty: every table of the pipeline."),
-        "partition_filter": Param("", type="string", pattern=PARTITION_FILTER,
+        "partition_filter": Param(None, type=["null", "string"], pattern=PARTITION_FILTER,
                                   description="column=value,... over the partition columns; empty: all partitions."),
         "target_file_size_mib": Param(maintenance.target_file_size // MiB, type="integer", minimum=1,
                                       description="Size a compacted file aims at, in MiB."),

@@ -118,10 +118,11 @@ with DAG(
                         description="What to recover to."),
         "versions": Param({}, type="object", description='With target versions: e.g. {"session_rows": 41, '
                           '"quarantine": 40}.'),
-        "as_of": Param("", type="string", description="With target as_of: an ISO-8601 time."),
+        "as_of": Param(None, type=["null", "string"], description="With target as_of: an ISO-8601 time."),
         "offsets": Param({}, type="object", description='With target offsets: e.g. {"sites-0": {"0": 1200}}.'),
         "dry_run": Param(True, type="boolean", description="Plan only (default)."),
-        "reason": Param("", type="string", maxLength=MAX_REASON, description="Why; kept with the recovery."),
+        "reason": Param(None, type=["null", "string"],
+                        maxLength=MAX_REASON, description="Why; kept with the recovery."),
     },
 ) as dag:
     check_params = CheckRecoveryParamsOperator(task_id="check_params")

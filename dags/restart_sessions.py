@@ -96,12 +96,14 @@ with DAG(
     params={
         "sites": Param([], type="array", items={"type": "string"}, examples=["sites-0"],
                        description="Site topics to restart; empty: every site (or the pattern)."),
-        "pattern": Param("", type="string", description="A regular expression the site topics must fully match "
+        "pattern": Param(None, type=["null", "string"],
+                         description="A regular expression the site topics must fully match "
                          "(e.g. sites-1.*); not with sites."),
-        "reason": Param("", type="string", maxLength=500, description="Why; sent with each command."),
-        "jitter": Param("", type="string", description=f"Spread the sites' turns over this long (e.g. 2m); "
+        "reason": Param(None, type=["null", "string"], maxLength=500, description="Why; sent with each command."),
+        "jitter": Param(None, type=["null", "string"], description=f"Spread the sites' turns over this long (e.g. 2m); "
                         f"empty: {restarts.jitter:.0f}s."),
-        "deadline": Param("", type="string", description=f"Each site's time to answer after its turn; empty: "
+        "deadline": Param(None, type=["null", "string"],
+                          description=f"Each site's time to answer after its turn; empty: "
                           f"{restarts.deadline:.0f}s."),
     },
 ) as dag:

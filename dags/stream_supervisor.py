@@ -125,7 +125,8 @@ with DAG(
     params={
         "force_restart": Param(False, type="boolean",
                                description="Restart now, overriding a failure class, the backoff and the breaker."),
-        "reason": Param("", type="string", description="Why this run was triggered (logged, and in alerts)."),
+        "reason": Param(None, type=["null", "string"],
+                        description="Why this run was triggered (logged, and in alerts)."),
     },
 ) as dag:
     check_health = CheckHealthOperator(task_id="check_health")

@@ -111,13 +111,14 @@ with DAG(
     default_args={"owner": "streamwarden", "retries": 0},
     tags=["streamwarden", "stream", "lifecycle", "upgrade"],
     params={
-        "release": Param("", type="string", maxLength=64,
+        "release": Param(None, type=["null", "string"], maxLength=64,
                          description="Name of a release file in <STREAMWARDEN_HOME>/releases/ (without .yaml)."),
         "health_minutes": Param(DEFAULT_HEALTH_MINUTES, type="number", minimum=MIN_HEALTH_MINUTES,
                                 maximum=MAX_HEALTH_MINUTES,
                                 description="How long the new version must run healthy before the upgrade stands."),
         "dry_run": Param(True, type="boolean", description="Only check the release and its compatibility."),
-        "reason": Param("", type="string", maxLength=MAX_REASON, description="Why (kept in the journal and alert)."),
+        "reason": Param(None, type=["null", "string"],
+                        maxLength=MAX_REASON, description="Why (kept in the journal and alert)."),
     },
 ) as dag:
     check_params = CheckUpgradeParamsOperator(task_id="check_params")

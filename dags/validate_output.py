@@ -112,7 +112,7 @@ with DAG(
         "versions": Param({}, type="object", additionalProperties={"type": "integer", "minimum": 0},
                           description='A version of each table to check instead of the newest, e.g. '
                           '{"session_rows": 41, "quarantine": 40}.'),
-        "as_of": Param("", type="string", description="Check the tables as they were at this ISO 8601 time "
+        "as_of": Param(None, type=["null", "string"], description="Check the tables as they were at this ISO 8601 time "
                        "(e.g. 2026-11-23T14:00:00Z); empty: now."),
     },
 ) as dag:

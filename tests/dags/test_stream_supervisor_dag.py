@@ -50,6 +50,7 @@ def test_supervisor_shape(dagbag: Any) -> None:
     for task in (dag.get_task("decide_action"), restart):  # the run's reason, empty without one
         assert task.render_template(task.reason, {"params": {"reason": "fixed it"}}) == "fixed it"
         assert task.render_template(task.reason, {"params": {}}) == ""
+        assert task.render_template(task.reason, {"params": {"reason": None}}) == ""  # the form's empty field
     assert {t.task_id for t in dag.tasks if t.pool == "stream_lifecycle"} == {"restart_stream"}
     assert {t.task_id: t.mode for t in dag.tasks if hasattr(t, "poke")} == {"wait_for_backoff": "reschedule"}
     # woken by the continuous watch (an asset watcher in the triggerer) or every two minutes

@@ -122,6 +122,9 @@ def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[
 
 
 def _as_of(given: Any, problems: list[str]) -> datetime | None:
+    if given in (None, ""):
+        problems.append("Param as_of: required with target as_of (an ISO-8601 time such as 2026-11-24T03:00:00Z)")
+        return None
     try:
         moment = datetime.fromisoformat(str(given))
     except ValueError:

@@ -24,7 +24,7 @@ from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden.warden.watch import Sighting
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 
-RUN_REASON = "{{ params.reason | default('') }}"
+RUN_REASON = "{{ params.reason | default('', true) }}"  # absent, null and empty alike
 """The default ``reason``: the run's ``reason`` param (empty when the DAG has none)."""
 
 
