@@ -91,9 +91,12 @@ def measure(bootstrap: str, home: Path, args: argparse.Namespace, broker_pid: in
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamwarden_bench.watermark_cost", description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=int, default=1_800_000,
-                        help="log length of the first step (default: 15 minutes of the demo at 2,000 msg/s)")
+                        help="log length of the first step (default: 2.5 hours of `make run`'s demo at 200 msg/s; "
+                             "ten times that is a day of it)")
     parser.add_argument("--factor", type=int, default=10, help="the second step's log is this many times longer")
-    parser.add_argument("--rate", type=float, default=2000.0, help="the demo producer's rate while measuring")
+    parser.add_argument("--rate", type=float, default=2000.0,
+                        help="the demo producer's rate while measuring (default: ten times `make run`'s, a broker "
+                             "busy writing)")
     parser.add_argument("--triggers", type=int, default=40)
     parser.add_argument("--interval", type=float, default=Settings.model_fields["trigger_interval"].default)
     parser.add_argument("--budget", type=float, default=Settings.model_fields["watermark_timeout"].default)
