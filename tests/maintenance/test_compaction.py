@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from small_tables import replace_keeping_size, settings_for, small_files_table
+from small_tables import replace_keeping_size, rows, settings_for, small_files_table
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.compaction import Journal, new_run_id
@@ -105,6 +105,49 @@ def test_a_file_replaced_outside_the_log_fails_the_proof_and_the_compaction_is_r
     assert files_by_partition(location) == files_before
     files_now = {a["path"] for a in pa.table(location.open().get_add_actions()).to_pylist()}
     assert files_now == {a["path"] for a in pa.table(location.open(compaction - 1).get_add_actions()).to_pylist()}
+
+
+def test_a_writer_committing_beside_the_compaction_is_never_taken_for_it_nor_reverted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer (the stream) commits right after each time maintenance opens the table: delta-rs's
+    history then numbers its commits one off, and a compaction that trusted it proved, and reverted, the
+    stream's batch instead of its own commit (seen in a long run: a batch's rows deleted)."""
+    from deltalake import write_deltalake
+
+    settings = settings_for(tmp_path)
+    location = small_files_table(settings)
+    opened = TableLocation.open
+    appended: list[int] = []
+
+    def open_then_another_writer_commits(self: TableLocation, version: int | None = None) -> object:
+        table = opened(self, version)
+        if version is None:  # the newest: what the stream would commit on top of right now
+            write_deltalake(self.uri, rows("payments", 1, 10_000 + 10 * len(appended), 20), mode="append")
+            appended.append(table.version() + 1)
+        return table
+
+    monkeypatch.setattr(TableLocation, "open", open_then_another_writer_commits)
+    done = steps.compact(settings, request(), steps.plan(settings, request()), new_run_id())
+    monkeypatch.undo()
+
+    assert [c.version is not None for c in done] == [True] * 3 and appended
+    newest = location.open()
+    history = {int(c["version"]): c for c in newest.history(newest.version() + 1)}  # a fresh snapshot: exact
+    assert all(history[c.version]["operation"] == "OPTIMIZE" for c in done if c.version is not None)
+    assert not any("streamwarden.revert_of" in c for c in history.values())
+    rows_now = newest.to_pyarrow_table().num_rows
+    assert rows_now == 3 * 12 * 20 + 20 * len(appended)  # every row of both writers is there
+
+
+def test_a_revert_refuses_a_commit_that_is_not_the_runs_own_compaction(tmp_path: Path) -> None:
+    from streamwarden.maintenance.proof import revert
+
+    settings = settings_for(tmp_path)
+    location = small_files_table(settings)
+    newest = location.open().version()  # the last append: another writer's commit
+    with pytest.raises(IntegrityError, match=f"refusing to revert version {newest}: it is not this run's compaction"):
+        revert(location, newest, {"streamwarden.maintenance_run": "r1", "streamwarden.partition": "p"})
+    assert location.open().version() == newest  # nothing was committed
 
 
 def test_a_file_of_another_size_fails_the_compaction_as_integrity_naming_it(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance.plan import PartitionPlan
 from streamwarden.maintenance.proof import Proof, file_problems, prove, revert
+from streamwarden.tables.commits import commits_after
 from streamwarden.tables.location import TableLocation
 from streamwarden.testing.faults import chaos_point
 
@@ -129,7 +130,7 @@ def _prove_journal(location: TableLocation, journal: Journal, folder: Path, star
         return Compaction(location.name, journal.partition, None, 0, 0, 0, 0, 0, time.monotonic() - started)
     proof = prove(location, version)
     if not proof.holds:
-        reverted = revert(location, version)
+        reverted = revert(location, version, {RUN_MARK: journal.run_id, PARTITION_MARK: journal.partition})
         Journal.path(folder, location.name).unlink(missing_ok=True)
         raise IntegrityError(
             f"table {location.name}, partition {journal.partition}: compaction commit {version} did not keep every "
@@ -152,13 +153,11 @@ def _raise_if_files_disagree(location: TableLocation, journal: Journal, partitio
 
 
 def _find_commit(location: TableLocation, journal: Journal) -> int | None:
-    table = location.open()
-    newer = table.version() - journal.read_version
-    if newer <= 0:
-        return None
-    for commit in table.history(newer):
-        if commit.get(RUN_MARK) == journal.run_id and commit.get(PARTITION_MARK) == journal.partition:
-            return int(commit["version"])
+    """The version of the run's commit for the journal's partition, read from the log by number (the stream
+    commits beside it: see :mod:`streamwarden.tables.commits`)."""
+    for version, info in commits_after(location, journal.read_version):
+        if info.get(RUN_MARK) == journal.run_id and info.get(PARTITION_MARK) == journal.partition:
+            return version
     return None
 
 

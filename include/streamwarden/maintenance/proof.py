@@ -27,7 +27,9 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
+from streamwarden.failures import IntegrityError
 from streamwarden.maintenance.fingerprint import Fingerprint, LoggedFile, fingerprint
+from streamwarden.tables.commits import commit_info, commits_after
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.statistics import json_value
 
@@ -87,8 +89,18 @@ def file_problems(location: TableLocation, version: int, partition: dict[str, st
     return fingerprint(files, filesystem(location), _file_schema(table), partition).problems
 
 
-def revert(location: TableLocation, version: int) -> int:
-    """Undo compaction commit ``version`` by a new commit (removed files back, added files out); its version."""
+def revert(location: TableLocation, version: int, marks: dict[str, str]) -> int:
+    """Undo compaction commit ``version`` by a new commit (removed files back, added files out); its version.
+
+    Only a commit that carries ``marks`` (the run and the partition) and changes no data is undone: anything
+    else at that version is another writer's (the stream's batch) and is refused as INTEGRITY, untouched."""
+    info = commit_info(location, version) or {}
+    theirs = {key: info.get(key) for key in marks}
+    if theirs != marks or info.get("operation") != "OPTIMIZE":
+        raise IntegrityError(
+            f"table {location.name}: refusing to revert version {version}: it is not this run's compaction commit "
+            f"(operation {info.get('operation')!r}, marks {theirs}); nothing was reverted",
+            details={"table": location.name, "version": version, "expected": marks, "found": theirs})
     before, after = location.open(version - 1), location.open(version)
     old, new = _files(before), _files(after)
     now = int(time.time() * 1000)
@@ -100,8 +112,8 @@ def revert(location: TableLocation, version: int) -> int:
     table.create_write_transaction(actions, mode="append", schema=table.schema(),
                                    partition_by=list(table.metadata().partition_columns) or None,
                                    commit_properties=CommitProperties(custom_metadata={REVERT_OF: str(version)}))
-    table.update_incremental()
-    return table.version()
+    return next(number for number, commit in commits_after(location, version)
+                if commit.get(REVERT_OF) == str(version))
 
 
 def _files(table: DeltaTable) -> dict[str, dict[str, Any]]:
