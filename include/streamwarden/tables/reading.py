@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.settings import Settings
+from streamwarden.tables.commits import commit_info
 from streamwarden.tables.committed import Runs
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
 
@@ -131,7 +132,7 @@ def _summary(location: TableLocation, table: DeltaTable) -> TableSummary:
     rows = {(t, p): n for t, p, n in zip(*(counts.column(c).to_pylist() for c in ("topic", "partition", "topic_count")),
                                           strict=True)} if counts is not None else {}
     runs = Runs.read(table, sorted(rows)).index()
-    (last,) = table.history(limit=1)
+    last = commit_info(location, table.version()) or table.history(limit=1)[0]  # the version read, not a newer one
     head = Head(table.version(), datetime.fromtimestamp(last["timestamp"] / 1000, UTC).isoformat(),
                 str(last.get("operation")))
     return TableSummary(

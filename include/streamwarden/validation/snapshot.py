@@ -19,6 +19,7 @@ from deltalake.exceptions import DeltaError
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.ranges import Interval
+from streamwarden.tables.commits import commit_info
 from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.reading import dataset
@@ -114,11 +115,7 @@ def _as_of(location: TableLocation, newest: DeltaTable, moment: datetime) -> Del
 
 
 def _committed_at(location: TableLocation, table: DeltaTable) -> float | None:
-    """When the pinned version was committed; delta-rs's history is read from the newest version, so the
-    entry is matched by its version number."""
-    with location.reaching():
-        newest = location.open()
-        for entry in newest.history(limit=max(1, newest.version() - table.version() + 1)):
-            if entry.get("version") == table.version() and entry.get("timestamp") is not None:
-                return float(entry["timestamp"]) / 1000.0
-    return None
+    """When the pinned version was committed, from its own log entry (delta-rs's history numbers its entries
+    from the snapshot, one off beside the writing stream: :mod:`streamwarden.tables.commits`)."""
+    info = commit_info(location, table.version())
+    return None if info is None or info.get("timestamp") is None else float(info["timestamp"]) / 1000.0
