@@ -6,8 +6,10 @@ Protocol for one partition (the table's maintenance lock is held, :mod:`.lock`):
 2. ``optimize.compact`` of that partition only (a data-change-free commit carrying the run and the
    partition in its commit info). A conflict with a concurrent commit is retried here, never in the
    stream: the stream only appends, and a compaction does not conflict with appends.
-3. Find the commit (the newest after the version read that carries the run's mark).
-4. Prove it (:mod:`.proof`); a failed proof is reverted and raised as ``INTEGRITY`` after the revert.
+3. Find the commit: the one after the version read that carries the run's and the partition's marks, read
+   from the log by version number (:mod:`streamwarden.tables.commits`), since the stream commits beside it.
+4. Prove it (:mod:`.proof`); a failed proof is reverted (only ever a commit carrying those marks) and raised
+   as ``INTEGRITY`` after the revert.
 5. Delete the journal.
 
 A crash before step 2 commits leaves Parquet files no version references (vacuumed later); a crash after
