@@ -35,9 +35,11 @@ def commit_info(location: TableLocation, version: int) -> dict[str, Any] | None:
     return None
 
 
-def commits_after(location: TableLocation, version: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(version, commitInfo)`` of every commit after ``version``, oldest first, up to the newest there is."""
-    newest = location.open().version()
+def commits_after(location: TableLocation, version: int, until: int | None = None
+                  ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(version, commitInfo)`` of every commit after ``version``, oldest first, up to ``until`` (default: the
+    newest there is); a version whose log entry is gone (cleaned up) is left out."""
+    newest = location.open().version() if until is None else until
     for number in range(version + 1, newest + 1):
         info = commit_info(location, number)
         if info is not None:

@@ -31,6 +31,7 @@ from deltalake import CommitProperties, DeltaTable
 
 from streamwarden.failures import ConfigError, IntegrityError
 from streamwarden.stream.sink.ranges import IntervalIndex, index_to_json, subtract_interval
+from streamwarden.tables.commits import commits_after
 from streamwarden.tables.committed import Runs, TopicPartition, rewind
 from streamwarden.tables.location import TableLocation
 
@@ -54,11 +55,13 @@ class Restored:
                 "undone": index_to_json(self.undone)}
 
 
-def changes_since(table: DeltaTable, target: int, recovery: str) -> tuple[list[TopicPartition], int | None]:
-    """Steps 1 and 2: the topic-partitions whose claims the commits after ``target`` moved, and the version of
-    ``recovery``'s restore commit among them (None when it has not committed)."""
+def changes_since(location: TableLocation, table: DeltaTable, target: int, recovery: str
+                  ) -> tuple[list[TopicPartition], int | None]:
+    """Steps 1 and 2: the topic-partitions whose claims the commits after ``target`` moved (up to ``table``'s
+    version), and the version of ``recovery``'s restore commit among them (None when it has not committed).
+    The commits are read from the log by version (:mod:`streamwarden.tables.commits`)."""
     newest = table.version()
-    history = table.history(newest - target) if newest > target else []
+    history = [{**info, "version": number} for number, info in commits_after(location, target, newest)]
     if {entry["version"] for entry in history} != set(range(target + 1, newest + 1)):
         raise ConfigError(f"table at {table.table_uri}: the commits after version {target} are no longer all in "
                           f"its log (cleaned up); it cannot be restored there with its offsets",
@@ -92,7 +95,7 @@ def restore_table(location: TableLocation, target: int, recovery: str) -> Restor
     """Steps 1-4 on one table: restore ``target`` with its claims, as recovery ``recovery``."""
     with location.reaching():
         table = location.open()
-        partitions, done = changes_since(table, target, recovery)
+        partitions, done = changes_since(location, table, target, recovery)
         then = Runs.read(location.open(target), partitions)
         if done is not None:  # a re-run: what the restore commit undid, from the version before it
             return Restored(location.name, target, done,
