@@ -76,11 +76,14 @@ The release may set any `STREAMWARDEN_*` setting except the roots (`HOME`, `OUTP
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
 from streamwarden.params import MAX_REASON
+from streamwarden.settings import load_settings
+from streamwarden.upgrade.release import installed_releases
 from streamwarden.upgrade.request import DEFAULT_HEALTH_MINUTES, MAX_HEALTH_MINUTES, MIN_HEALTH_MINUTES
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden_airflow.operators.upgrade import (
@@ -98,6 +101,8 @@ from streamwarden_airflow.operators.upgrade import (
 from streamwarden_airflow.sensors.upgrade import UpgradeHealthSensor
 
 warden = load_warden_settings()
+installed = installed_releases(load_settings())  # the form offers them; a new one shows at the next parse
+offered: dict[str, Any] = {"examples": installed} if installed else {}  # an empty list is no valid schema
 WATCH_TIMEOUT = MAX_HEALTH_MINUTES * 60 + 2 * warden.startup_grace + 600
 
 with DAG(
@@ -111,8 +116,9 @@ with DAG(
     default_args={"owner": "streamwarden", "retries": 0},
     tags=["streamwarden", "stream", "lifecycle", "upgrade"],
     params={
-        "release": Param(None, type=["null", "string"], maxLength=64,
-                         description="Name of a release file in <STREAMWARDEN_HOME>/releases/ (without .yaml)."),
+        "release": Param(None, type=["null", "string"], maxLength=64, **offered,
+                         description="One of the releases installed as <STREAMWARDEN_HOME>/releases/<name>.yaml "
+                                     f"({', '.join(installed) or 'none yet'})."),
         "health_minutes": Param(DEFAULT_HEALTH_MINUTES, type="number", minimum=MIN_HEALTH_MINUTES,
                                 maximum=MAX_HEALTH_MINUTES,
                                 description="How long the new version must run healthy before the upgrade stands."),

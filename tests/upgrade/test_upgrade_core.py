@@ -20,7 +20,13 @@ from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.upgrade import steps
 from streamwarden.upgrade.compatibility import check_compatibility, column_changes, session_rows_schema
 from streamwarden.upgrade.journal import Journal, run_key
-from streamwarden.upgrade.release import activate, load_release_settings, read_active, read_release
+from streamwarden.upgrade.release import (
+    activate,
+    installed_releases,
+    load_release_settings,
+    read_active,
+    read_release,
+)
 from streamwarden.upgrade.request import UpgradeRequest, request_from_params
 from streamwarden.wire import DEMO_SCHEMA
 
@@ -81,6 +87,19 @@ def test_a_release_is_a_file_inside_the_releases_folder_with_settings_a_release_
     assert (request.release.name, request.health_minutes, request.dry_run) == ("v2", 0.5, False)
     assert UpgradeRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
     assert request_from_params({"release": "v2"}, settings).dry_run is True  # checking is the default
+
+
+def test_the_installed_releases_are_what_upgrade_streams_form_offers(settings: Settings) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    assert installed_releases(settings) == []
+    _release(settings, "v2", "trigger_interval: 2s\n")
+    _release(settings, "v10", "trigger_interval: 2s\n")
+    (settings.home / "releases" / "notes.txt").write_text("not a release")
+    assert installed_releases(settings) == ["v10", "v2"]
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags" / "upgrade_stream.py"))
+    release = bag.dags["upgrade_stream"].params.get_param("release")
+    assert release.schema["examples"] == ["v10", "v2"] and "v10, v2" in (release.description or "")
 
 
 def test_the_active_release_applies_over_the_environment_and_keeps_the_previous(settings: Settings) -> None:

@@ -51,6 +51,7 @@ from streamwarden.logs.rolling import roll_if_full
 from streamwarden.processes import die_with_parent, group_members
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
+from streamwarden.upgrade.release import releases_folder
 from streamwarden.warden.launcher import REPO_ENV, log_tail, platform_env, repo_root, venv_bin
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.status import read_status
@@ -154,6 +155,7 @@ class LocalPlatform:
         pause_in_database(self.airflow_home / "airflow.db")
         os.environ[MARK] = str(self.settings.home)  # every process started from here on inherits it
         self.logs.mkdir(parents=True, exist_ok=True)
+        releases_folder(self.settings).mkdir(exist_ok=True)  # where upgrade_stream's releases are installed
         write_platform_record(self.settings, self.started_at)
 
     def _run(self) -> int:

@@ -78,6 +78,13 @@ def releases_folder(settings: Settings) -> Path:
     return settings.home / RELEASES_FOLDER
 
 
+def installed_releases(settings: Settings) -> list[str]:
+    """The names of the releases installed under the releases folder, sorted (none when it does not exist)."""
+    folder = releases_folder(settings)
+    return sorted(p.stem for p in folder.glob("*.yaml") if p.is_file() and NAME.match(p.stem)) \
+        if folder.is_dir() else []
+
+
 def active_path(settings: Settings) -> Path:
     return settings.root("run") / "release" / "active.json"
 
