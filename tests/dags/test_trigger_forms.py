@@ -8,6 +8,7 @@ left empty is typed ``["null", ...]`` with a null default, and every default val
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ DAGS = ("stream_supervisor", "maintain_tables", "validate_output", "restart_sess
         "upgrade_stream")
 
 
+@functools.cache
 def _dags() -> dict[str, Any]:
     from airflow.dag_processing.dagbag import DagBag
 
