@@ -207,7 +207,7 @@ def test_a_long_run_at_a_tiny_rollover_size_stays_under_the_bound(drill_settings
         return bool(kept) and "lease taken" not in "".join(kept)
 
     try:
-        deadline = time.monotonic() + 80
+        deadline = time.monotonic() + 240  # ends as soon as the first file rolled away; a busy machine is slower
         while not first_python_file_rolled_away() and time.monotonic() < deadline:
             time.sleep(0.5)
             largest = max(largest, read_status(settings).logs.bytes)
