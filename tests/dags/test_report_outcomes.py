@@ -58,7 +58,8 @@ def test_maintenance_is_red_when_its_plan_died_and_says_which_steps_never_ran(
              default_args={"retries": 0}) as dag:
         plan = PythonOperator(task_id="plan_compaction", python_callable=_dies_without_a_document)
         compact = CompactPartitionsOperator(task_id="compact_and_prove", plan_task_id="plan_compaction")
-        clean = CleanUpTablesOperator(task_id="vacuum_and_checkpoint", plan_task_id="plan_compaction")
+        clean = CleanUpTablesOperator(task_id="vacuum_and_checkpoint", plan_task_id="plan_compaction",
+                                      compact_task_id="compact_and_prove")
         report = MaintenanceReportOperator(task_id="record_report", plan_task_id="plan_compaction",
                                            compact_task_id="compact_and_prove",
                                            clean_up_task_id="vacuum_and_checkpoint")

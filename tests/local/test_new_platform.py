@@ -128,6 +128,30 @@ def test_processes_marked_with_this_home_are_killed_and_no_other(tmp_path: Path)
             process.wait()
 
 
+def test_a_marked_process_is_killed_with_its_children_though_theirs_no_longer_shows_the_mark(
+        tmp_path: Path) -> None:
+    # as a child that renamed itself with setproctitle, whose /proc/<pid>/environ then shows its title
+    home = tmp_path / "home"
+    spawn = (f"import os, subprocess, sys, time; env = {{k: v for k, v in os.environ.items() if k != {MARK!r}}}; "
+             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], env=env); "
+             "print(child.pid, flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", spawn], env={**os.environ, MARK: str(home)},
+                              stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert MARK not in child.environ()
+
+        killed = kill_leftovers(home)
+
+        assert sorted(int(line.split()[0]) for line in killed) == sorted([parent.pid, child.pid])
+        assert parent.wait(10) == -9
+        child.wait(10)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 @pytest.mark.usefixtures("airflow_db")
 def test_streamwarden_dags_are_paused_in_the_database_before_airflow_starts(airflow_db: Path) -> None:
     from airflow.dag_processing.bundles.manager import DagBundlesManager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import timedelta
@@ -31,9 +32,11 @@ from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMe
 from streamwarden.stream.sessions.handler import (
     HANDLER_FILE,
     SLOT_CODEC,
+    SLOT_EXPIRY,
     fingerprint,
     layout_buckets,
     layout_codec,
+    layout_expiry,
     layout_partitions,
     load_handler,
     pin_handler,
@@ -195,6 +198,22 @@ def test_a_new_checkpoint_compresses_its_slots_and_one_from_before_keeps_them_pl
     assert "slot_codec" not in pin_handler(legacy, HANDLER, 64, 16)
     assert layout_codec(json.loads((legacy / HANDLER_FILE).read_text()), 16) == ""
     assert "slot_codec" not in pin_handler(entries, HANDLER, 64, 0)  # one entry per session: nothing to compress
+
+
+def test_a_new_checkpoint_s_slots_expire_by_the_store_alone_and_one_from_before_keeps_spark_s_ttl(
+        tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    new, legacy, entries = tmp_path / "new", tmp_path / "legacy", tmp_path / "entries"
+    for folder in (new, legacy, entries):
+        folder.mkdir()
+    pinned = pin_handler(new, HANDLER, 64, 16)
+    assert pinned["slot_expiry"] == SLOT_EXPIRY == "store" and layout_expiry(pinned, 16) == "store"
+    assert pin_handler(new, HANDLER, 64, 16) == pinned  # started again: the same layout, no refusal
+    (legacy / HANDLER_FILE).write_text(json.dumps(fingerprint(HANDLER, 64, 16, codec=SLOT_CODEC)))
+    with caplog.at_level(logging.WARNING, logger="streamwarden.stream.sessions"):
+        assert "slot_expiry" not in pin_handler(legacy, HANDLER, 64, 16)
+    assert "expire through Spark's TTL" in caplog.text and "recover onto a new checkpoint" in caplog.text
+    assert layout_expiry(json.loads((legacy / HANDLER_FILE).read_text()), 16) == ""
+    assert "slot_expiry" not in pin_handler(entries, HANDLER, 64, 0)  # one entry per session: Spark's TTL
 
 
 def test_a_compressed_slot_reads_back_what_was_written_in_a_fraction_of_the_bytes() -> None:

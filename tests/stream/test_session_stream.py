@@ -38,7 +38,7 @@ from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.settings import load_settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE, SLOT_CODEC, fingerprint
+from streamwarden.stream.sessions.handler import HANDLER_FILE, SLOT_CODEC, SLOT_EXPIRY, fingerprint
 from streamwarden.stream.sessions.session_store import SlotCodec
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
@@ -325,7 +325,8 @@ def slot_blobs(spark: SparkSession, checkpoint: Path) -> list[bytes]:
     loader reports to the state store coordinator, which the session has once its streams manager is up)."""
     assert spark.streams.active == []
     rows = spark.read.format("statestore").option("path", str(checkpoint)).option("stateVarName", "slots").load()
-    return [bytes(r["user_map_value"]["value"]["sessions"]) for r in rows.collect()]
+    values = [r["user_map_value"].asDict() for r in rows.collect()]  # under Spark's TTL: {value: ..., ttl...}
+    return [bytes(v["value"]["sessions"] if "value" in v else v["sessions"]) for v in values]
 
 
 @pytest.mark.parametrize("legacy", [True, False], ids=["plain-slots-pinned-before-codecs", "new-checkpoint"])
@@ -358,19 +359,24 @@ def test_slots_stay_in_the_codec_their_checkpoint_pinned_across_restarts(
     assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(first + then)
     pinned = json.loads((checkpoint / HANDLER_FILE).read_text())
     assert pinned.get("slot_codec", "") == ("" if legacy else SLOT_CODEC)
+    assert pinned.get("slot_expiry", "") == ("" if legacy else SLOT_EXPIRY)  # Spark's TTL only on the legacy one
     codec = SlotCodec(pinned.get("slot_codec", ""))
     held = slot_blobs(spark, checkpoint)
     assert held and {s for blob in held for s in codec.decode(blob)} == set(sessions)
 
 
-def test_a_session_silent_past_the_timeout_is_released_from_a_slot_its_neighbour_keeps_alive(
-    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
+@pytest.mark.parametrize(("buckets", "slots"), [("1", "1"), ("16", "64")],
+                         ids=["one-slot", "many-slots"])
+def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, buckets: str, slots: str
 ) -> None:
-    # one bucket of one slot: A and B share a state entry, and B's writes keep that entry alive in Spark's TTL
+    # A goes silent; B..H are written on every few seconds, and their state must outlive their first write by
+    # more than the timeout (with one slot, A and B share the state entry B rewrites)
     (topic,) = topic_factory(1, partitions=1)
     placed: dict[tuple[int, int], Message] = {}
     job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="20s",
-                      session_buckets="1", session_slots="1")
+                      session_buckets=buckets, session_slots=slots)
+    alive = [chr(c) for c in range(ord("B"), ord("I"))]
 
     def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
         placed.update(produce_messages(broker.bootstrap_servers, topic, messages))
@@ -378,13 +384,15 @@ def test_a_session_silent_past_the_timeout_is_released_from_a_slot_its_neighbour
 
     job.start()
     produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
-    produce_and_wait([good(snapshot("A", 0, {"r1": {"qty": 1}})), good(snapshot("B", 0, {"r1": {"qty": 1}}))])
-    time.sleep(12)
-    produce_and_wait([good(update("B", 1, "r1", qty=2))])
-    time.sleep(12)  # A silent for 24 s and more, B for 12 s and a batch: only A's state has timed out
-    produce_and_wait([good(update("A", 1, "r1", qty=2)), good(update("B", 2, "r1", qty=3))])
+    produce_and_wait([good(snapshot(s, 0, {"r1": {"qty": 1}})) for s in ["A", *alive]])
+    written = [good(snapshot("B", 0, {"r1": {"qty": 1}}))]
+    for seq in range(1, 9):  # every 5 s for 40 s: A silent past the timeout, B..H written within it
+        time.sleep(5)
+        if seq == 6:
+            produce_and_wait([good(update("A", 1, "r1", qty=2))])
+        produce_and_wait([good(update(s, seq, "r1", qty=seq + 1)) for s in alive])
+        written.append(good(update("B", seq, "r1", qty=seq + 1)))
     assert job.stop() == 0, job.log_tail()
     assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
-    expected_b = replay([good(snapshot("B", 0, {"r1": {"qty": 1}})), good(update("B", 1, "r1", qty=2)),
-                         good(update("B", 2, "r1", qty=3))])
-    assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)["B"] == expected_b["B"]
+    tables = final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)
+    assert {s: tables[s] for s in alive} == {s: replay(written)["B"] for s in alive}

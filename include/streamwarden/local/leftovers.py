@@ -7,8 +7,10 @@ same home. Every process ``up`` starts therefore carries :data:`MARK` (the home'
 environment, which every descendant inherits: Airflow's components and tasks, and the stream (its
 launcher keeps every variable but Airflow's and Streamwarden's own). The next ``up`` on that home, once it
 holds the home's lock (so no other ``up`` runs there), kills every process still carrying the mark before
-it starts anything. The name has no ``STREAMWARDEN_`` prefix: the settings refuse variables of theirs that
-name no setting.
+it starts anything, and their descendants with them: a process that renames itself (Airflow's executor
+workers and log servers, through ``setproctitle``) overwrites the memory ``/proc/<pid>/environ`` shows, mark
+included. The name has no ``STREAMWARDEN_`` prefix: the settings refuse variables of theirs that name no
+setting.
 """
 
 from __future__ import annotations
@@ -31,20 +33,22 @@ def marked(env: dict[str, str], home: Path) -> dict[str, str]:
 
 
 def find_leftovers(home: Path) -> list[psutil.Process]:
-    """Live processes marked with ``home``, except this process and its ancestors (a shell that exported the
-    mark by hand must not be killed with them)."""
+    """Live processes marked with ``home`` and their descendants, except this process and its ancestors (a
+    shell that exported the mark by hand must not be killed with them)."""
     value = str(home.absolute())
     own = {psutil.Process().pid, *(p.pid for p in psutil.Process().parents())}
-    found = []
+    found: dict[int, psutil.Process] = {}
     for process in psutil.process_iter():
-        if process.pid in own:
+        if process.pid in own or process.pid in found:
             continue
         try:
             if process.status() != psutil.STATUS_ZOMBIE and process.environ().get(MARK) == value:
-                found.append(process)
+                found[process.pid] = process
+                found.update((child.pid, child) for child in process.children(recursive=True)
+                             if child.pid not in own and child.status() != psutil.STATUS_ZOMBIE)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-    return found
+    return list(found.values())
 
 
 def kill_leftovers(home: Path, timeout: float = 10.0) -> list[str]:

@@ -41,13 +41,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class StateLayout:
     """Where the checkpoint keeps each session's state: its buckets, slots per bucket (0: one entry per
-    session), the state partitions the buckets' labels are balanced for (0: their numbers, :mod:`.buckets`)
-    and the codec of the slots ("": plain)."""
+    session), the state partitions the buckets' labels are balanced for (0: their numbers, :mod:`.buckets`),
+    the codec of the slots ("": plain) and how they expire ("": Spark's TTL, :mod:`.sessions.session_store`)."""
 
     buckets: int
     slots: int
     partitions: int = 0
     codec: str = ""
+    expiry: str = ""
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -109,7 +110,7 @@ def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]]
     pinned = pin_handler(settings.checkpoint_location, handler, buckets, settings.session_slots,
                          settings.state_partitions)
     return columns, StateLayout(buckets, pinned.get("session_slots", 0), pinned.get("bucket_partitions", 0),
-                                pinned.get("slot_codec", ""))
+                                pinned.get("slot_codec", ""), pinned.get("slot_expiry", ""))
 
 
 def bucket_label(session: Column, layout: StateLayout) -> Column:
@@ -138,6 +139,7 @@ def session_frame(raw: DataFrame, settings: Settings, layout: StateLayout) -> Da
         session_timeout_ms=int(settings.session_timeout * 1000),
         session_slots=layout.slots,
         slot_codec=layout.codec,
+        slot_expiry=layout.expiry,
     )
     packed = raw  # the Python source packs where it reads
     if settings.source_impl == "jvm":

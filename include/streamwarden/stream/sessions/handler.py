@@ -63,6 +63,11 @@ OutputRow = dict[str, Value]
 HANDLER_FILE = "streamwarden_handler.json"
 SLOT_CODEC = "zstd"
 """How a new checkpoint's slots are compressed (:mod:`.session_store`); those started before keep theirs plain."""
+SLOT_EXPIRY = "store"
+"""How a new checkpoint's slots expire (:mod:`.session_store`): by the store's own per-session timeout alone.
+Checkpoints whose slots were started before (no ``slot_expiry`` pinned) keep Spark's TTL on them, which a TTL
+changes the state's schema for; under it, a slot rewritten every batch was removed about one timeout after its
+first write (docs/sessions.md)."""
 log = logging.getLogger("streamwarden.stream.sessions")
 
 
@@ -141,18 +146,19 @@ def checked_output_columns(handler: SessionHandler[Any], schema: TableSchema,
     return columns
 
 
-def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0, partitions: int = 0,
-                codec: str = "") -> dict[str, Any]:
+def fingerprint(handler: SessionHandler[Any], buckets: int, slots: int = 0, partitions: int = 0, *,
+                codec: str = "", expiry: str = "") -> dict[str, Any]:
     """What identifies the layout of the session state: the handler's, the number of buckets, the slots per
     bucket (:mod:`.session_store`), the state partitions the buckets' labels are balanced for
-    (:mod:`.buckets`) and the codec of the slots; the last three named only when set, so checkpoints from
-    before them keep theirs."""
+    (:mod:`.buckets`), the codec of the slots and how they expire; the last four named only when set, so
+    checkpoints from before them keep theirs."""
     default_name = f"{type(handler).__module__}:{type(handler).__qualname__}"
     identity = {"handler": getattr(handler, "handler_name", default_name),
                 "state_version": handler.state_version, "state_schema": handler.state_schema,
                 "session_buckets": buckets, **({"session_slots": slots} if slots else {}),
                 **({"bucket_partitions": partitions} if partitions else {}),
-                **({"slot_codec": codec} if codec else {})}
+                **({"slot_codec": codec} if codec else {}),
+                **({"slot_expiry": expiry} if expiry else {})}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return {**identity, "fingerprint": digest}
 
@@ -162,7 +168,8 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
     """Record the state layout's fingerprint with a new checkpoint (``slots`` per bucket, bucket labels balanced
     for ``partitions``), or refuse an incompatible one. An existing checkpoint keeps the slots and labels it was
     started with, whatever ``slots`` and ``partitions`` say: the pinned document's ``session_slots``,
-    ``bucket_partitions`` (absent: 0) and ``slot_codec`` (absent: plain) are the layout to use."""
+    ``bucket_partitions`` (absent: 0), ``slot_codec`` (absent: plain) and ``slot_expiry`` (absent: Spark's TTL)
+    are the layout to use."""
     path = checkpoint / HANDLER_FILE
     recorded = read_json(path)
     current = layout_fingerprint(handler, recorded, buckets, slots, partitions)
@@ -175,6 +182,11 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
             f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
             "checkpoint from the last snapshots (see docs/sessions.md).",
             details={"recorded": recorded, "configured": current})
+    if current.get("session_slots", 0) and not current.get("slot_expiry"):
+        log.warning("this checkpoint's session slots expire through Spark's TTL, under which a slot rewritten every "
+                    "batch was seen removed about one session timeout after its first write (an INTEGRITY "
+                    "failure 'update before any snapshot' on a live session); recover onto a new checkpoint to "
+                    "leave it (docs/sessions.md)")
     if current.get("session_slots", 0) != slots:
         log.info("the checkpoint keeps its state layout (session_slots %d; configured %d applies to new "
                  "checkpoints)", current.get("session_slots", 0), slots)
@@ -184,9 +196,11 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
 def layout_fingerprint(handler: SessionHandler[Any], recorded: dict[str, Any] | None, buckets: int, slots: int,
                        partitions: int) -> dict[str, Any]:
     """The fingerprint of ``handler`` on a checkpoint whose pinned fingerprint is ``recorded`` (None: a new
-    one): its own slots, labels and codec when it has them, else those configured and :data:`SLOT_CODEC`."""
+    one): its own slots, labels, codec and expiry when it has them, else those configured, :data:`SLOT_CODEC` and
+    :data:`SLOT_EXPIRY`."""
     used = layout_slots(recorded, slots)
-    return fingerprint(handler, buckets, used, layout_partitions(recorded, partitions), layout_codec(recorded, used))
+    return fingerprint(handler, buckets, used, layout_partitions(recorded, partitions),
+                       codec=layout_codec(recorded, used), expiry=layout_expiry(recorded, used))
 
 
 def layout_buckets(recorded: dict[str, Any] | None, configured: int | None, new: int) -> int:
@@ -218,8 +232,17 @@ def layout_codec(recorded: dict[str, Any] | None, slots: int) -> str:
     return str(recorded.get("slot_codec", ""))
 
 
+def layout_expiry(recorded: dict[str, Any] | None, slots: int) -> str:
+    """How a checkpoint's slots expire: as pinned in its ``recorded`` fingerprint (absent: "", Spark's TTL), or
+    :data:`SLOT_EXPIRY` for a new checkpoint with slots (one entry per session: "", Spark's TTL is its timeout)."""
+    if recorded is None:
+        return SLOT_EXPIRY if slots else ""
+    return str(recorded.get("slot_expiry", ""))
+
+
 def _layout(pinned: dict[str, Any]) -> str:
     return (f"{pinned['handler']} (state_version {pinned['state_version']}, session_buckets "
             f"{pinned.get('session_buckets', 'unset')}, session_slots {pinned.get('session_slots', 0)}, "
             f"bucket_partitions {pinned.get('bucket_partitions', 0)}, slot_codec {pinned.get('slot_codec') or 'none'}, "
+            f"slot_expiry {pinned.get('slot_expiry') or 'ttl'}, "
             f"fingerprint {pinned['fingerprint']})")

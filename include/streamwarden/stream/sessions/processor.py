@@ -51,6 +51,7 @@ class SessionJobConfig:
     session_timeout_ms: int
     session_slots: int = 0  # the checkpoint's state layout (sessions.session_store); 0: one entry per session
     slot_codec: str = ""  # how the checkpoint's slots are compressed; "": plain
+    slot_expiry: str = ""  # how they expire; "": Spark's TTL (sessions.handler.SLOT_EXPIRY)
 
 
 OUTPUT_CHUNK_ROWS = 8_192
@@ -94,7 +95,7 @@ class SessionProcessor(StatefulProcessor):
         self.rows_schema = to_arrow_schema(session_rows_schema(columns), timezone="UTC")
         self.dead_schema = to_arrow_schema(quarantine_schema(), timezone="UTC")
         self.store = open_store(handle, self.config.session_slots, self.config.session_timeout_ms,
-                                self.config.slot_codec)
+                                self.config.slot_codec, spark_ttl=not self.config.slot_expiry)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:

@@ -14,8 +14,11 @@ Two layouts; a checkpoint keeps the one it was started with (pinned with the han
   writes every slot, and what the JVM's state server spends is per byte; checkpoints started before keep
   their slots plain (the codec is pinned with the handler, as the slots are).
   The session timeout holds per session: a session whose entry was written ``timeout`` ago or earlier is
-  dropped when its slot is next read (and not returned), and a slot none of whose sessions was written for
-  ``timeout`` expires as a whole through Spark's TTL.
+  dropped when its slot is next read (and not returned). A new checkpoint's slots carry no Spark TTL
+  (``slot_expiry``, :data:`~streamwarden.stream.sessions.handler.SLOT_EXPIRY`): under it, slots rewritten
+  every batch were removed about one timeout after their first write, losing live sessions' state. The slots
+  are bounded (buckets x slots), and a slot drops its timed-out sessions whenever it is rewritten. Checkpoints
+  started before keep Spark's TTL on their slots (it changes the state's schema).
 
 Both are used the same way, once per bucket and batch::
 
@@ -53,15 +56,16 @@ class SessionStore(Protocol):
         :meth:`read`, with sessions of that read only."""
 
 
-def open_store(handle: StatefulProcessorHandle, slots: int, timeout_ms: int, codec: str = "") -> SessionStore:
+def open_store(handle: StatefulProcessorHandle, slots: int, timeout_ms: int, codec: str = "",
+               spark_ttl: bool = True) -> SessionStore:
     """The store of the checkpoint's layout: :class:`SessionEntries` for ``slots == 0``, else :class:`SessionSlots`
-    (``codec``: how its slots are compressed, "" for plain)."""
+    (``codec``: how its slots are compressed, "" for plain; ``spark_ttl``: whether they carry Spark's TTL)."""
     store: SessionStore
     if slots == 0:
         state = handle.getMapState("sessions", "session_id STRING", "meta STRING, state BINARY", timeout_ms)
         store = SessionEntries(state)
     else:
-        state = handle.getMapState("slots", "slot INT", "sessions BINARY", timeout_ms)
+        state = handle.getMapState("slots", "slot INT", "sessions BINARY", timeout_ms if spark_ttl else None)
         store = SessionSlots(state, slots, timeout_ms, codec)
     if not pipelining_supported(state):
         log.warning("this PySpark's state client lacks what pipelined state calls use: one round trip each")
