@@ -2,9 +2,10 @@
 
 The embedded broker (Tansu, in memory) answers a fetch below a partition's end at a cost that grows with the
 record batches it holds while records are being produced. This measures what the stream's driver pays per
-trigger for its watermarks (:func:`streamwarden.kafka.admin.watermarks_within` with the ends it knew, as the
-source calls it) while the demo producer writes at its rate, at a log of ``--base`` messages and at ten times
-that, and how many partitions got only a lower bound. Writes JSON and Markdown to ``--results``.
+trigger for its watermarks (:func:`streamwarden.kafka.admin.watermarks_within` with the ends it knew and the
+positions of a caught-up reader, as the source calls it) while the demo producer writes at its rate, at a log
+of ``--base`` messages and at ten times that, how many partitions were fetched, and how many asked got only a
+lower bound. Writes JSON and Markdown to ``--results``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class Step:
     p50_s: float
     p95_s: float
     max_s: float
-    lower_bound_share: float  # of the partitions' answers, those that were ListOffsets' lower bound
+    lower_bound_share: float  # of the partitions fetched, those left with ListOffsets' lower bound (no answer)
+    fetched_share: float  # of the partitions' answers, those fetched (the others were beyond the reader)
     broker_rss_mib: float
 
 
@@ -67,16 +69,19 @@ def measure(bootstrap: str, home: Path, args: argparse.Namespace, broker_pid: in
     producer = _produce(home, bootstrap, rate)
     consumer = metadata_consumer({"bootstrap.servers": bootstrap})
     known: dict[TopicPartitionId, int] = {}
+    reader_at: dict[TopicPartitionId, int] = {}  # a reader that read all it was planned at the previous trigger
     times: list[float] = []
-    inexact = answers = 0
+    inexact = asked = answers = 0
     try:
         time.sleep(interval)
         for _ in range(triggers):
             began = time.monotonic()
-            marks = watermarks_within(consumer, list_partitions(consumer, PATTERN, budget), budget, known)
+            marks = watermarks_within(consumer, list_partitions(consumer, PATTERN, budget), budget, known, reader_at)
             times.append(time.monotonic() - began)
             answers += len(marks)
-            inexact += sum(not m.exact for m in marks.values())
+            asked += sum(m.asked for m in marks.values())
+            inexact += sum(m.asked and not m.exact for m in marks.values())
+            reader_at = {tp: m.high for tp, m in marks.items()}
             time.sleep(max(0.0, interval - times[-1]))
     finally:
         consumer.close()
@@ -84,7 +89,7 @@ def measure(bootstrap: str, home: Path, args: argparse.Namespace, broker_pid: in
         producer.wait()
     ordered = sorted(times)
     return Step(_log_length(bootstrap), triggers, statistics.median(ordered),
-                ordered[int(0.95 * (len(ordered) - 1))], ordered[-1], inexact / max(answers, 1),
+                ordered[int(0.95 * (len(ordered) - 1))], ordered[-1], inexact / max(asked, 1), asked / max(answers, 1),
                 psutil.Process(broker_pid).memory_info().rss / 2**20)
 
 
@@ -120,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# The source's watermark query per trigger ({stamp})", "",
              f"Demo producer at {args.rate:g} msg/s while measuring; a trigger every {args.interval:g} s; "
              f"budget {args.budget:g} s.", "",
-             "| log (messages) | triggers | p50 s | p95 s | max s | lower bounds | broker RSS MiB |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| log (messages) | triggers | p50 s | p95 s | max s | fetched | unanswered of those | broker RSS MiB |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     lines += [f"| {s.log_messages:,} | {s.triggers} | {s.p50_s:.3f} | {s.p95_s:.3f} | {s.max_s:.3f} | "
-              f"{s.lower_bound_share:.1%} | {s.broker_rss_mib:,.0f} |" for s in steps]
+              f"{s.fetched_share:.1%} | {s.lower_bound_share:.1%} | {s.broker_rss_mib:,.0f} |" for s in steps]
     lines += ["", f"p50 at {args.factor}x the log: {document['p50_ratio']:.2f}x; max: {document['max_ratio']:.2f}x."]
     (args.results / f"{stamp}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

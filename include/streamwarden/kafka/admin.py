@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -104,11 +104,13 @@ def list_offsets_watermarks(
 @dataclass(frozen=True)
 class Watermarks:
     """A partition's log start and end as the broker answered them; ``exact`` is false when ``high`` is only
-    ListOffsets' answer, a lower bound of the end on Tansu (its fetch did not answer in time)."""
+    ListOffsets' answer, a lower bound of the end on Tansu: its fetch did not answer in time, or it was not
+    asked (``asked`` false: the listed end was already beyond the reader's position)."""
 
     low: int
     high: int
     exact: bool
+    asked: bool = True
 
 
 def watermarks_within(
@@ -116,6 +118,7 @@ def watermarks_within(
     partitions: Iterable[TopicPartitionId],
     budget: float,
     known: dict[TopicPartitionId, int] | None = None,
+    reader_at: Mapping[TopicPartitionId, int] | None = None,
 ) -> dict[TopicPartitionId, Watermarks]:
     """Every partition's watermarks in one ListOffsets round and at most ``budget`` seconds of fetching.
 
@@ -134,28 +137,34 @@ def watermarks_within(
     ``exact=False`` (never beyond the real end, so a reader planned up to it reads nothing that is not
     there), to be asked again at the next call. Raises :class:`EnvironmentFailure` only when ListOffsets
     itself gets no answer within ``budget``: the broker is unreachable.
+
+    ``reader_at``, a stream reader's positions, spares that cost while records arrive: a partition whose
+    listed end is beyond its position is not fetched (``asked=False``): the reader has that far to read, and
+    the rest of the last batch follows once the listed end stops moving, when the partition is fetched again.
+    A caught-up stream then pays ListOffsets alone, whatever the log's length.
     """
     memo = {} if known is None else known
     wanted = list(partitions)
     listed = list_offsets_watermarks(consumer, wanted, budget)
-    positions = {}
+    ahead = {tp for tp, (_, high) in listed.items() if reader_at is not None and high > reader_at.get(tp, high)}
+    fetch_at = {}
     for tp, (low, high) in listed.items():
-        if high <= low:
-            continue  # an empty log: nothing to fetch
+        if high <= low or tp in ahead:
+            continue  # an empty log, or one the reader has yet to reach: nothing to fetch
         end = memo.get(tp)
-        positions[tp] = end if end is not None and high <= end else high - 1
+        fetch_at[tp] = end if end is not None and high <= end else high - 1
     deadline = time.monotonic() + budget
-    fetched = _fetched_watermarks(consumer, positions, min(budget, KNOWN_END_GRACE_S))
+    fetched = _fetched_watermarks(consumer, fetch_at, min(budget, KNOWN_END_GRACE_S))
     # A known end the log no longer reaches (the topic was recreated) gets no answer from Tansu: ask those,
     # and the fetches still unanswered, just before the listed end for the rest of the budget.
-    again = {tp: listed[tp][1] - 1 for tp in positions if tp not in fetched}
+    again = {tp: listed[tp][1] - 1 for tp in fetch_at if tp not in fetched}
     fetched.update(_fetched_watermarks(consumer, again, deadline - time.monotonic()) if again else {})
     result = {}
     for tp, (low, high) in listed.items():
         if tp in fetched and fetched[tp][1] >= high:
             result[tp] = Watermarks(low, fetched[tp][1], exact=True)
-        else:  # an empty log, or a fetch with no answer in time (or at a known end the log no longer reaches)
-            result[tp] = Watermarks(low, high, exact=tp not in positions)
+        else:  # an empty log, one not asked, or a fetch with no answer in time (or at an end no longer reached)
+            result[tp] = Watermarks(low, high, exact=tp not in fetch_at and tp not in ahead, asked=tp not in ahead)
     memo.update({tp: marks.high for tp, marks in result.items() if marks.exact})
     return result
 

@@ -67,7 +67,9 @@ def _data_loss_action(failure: FailureDocument | None) -> str:
 RECOVERY: dict[FailureClass, str] = {
     FailureClass.DATA_LOSS: _data_loss_action(None),
     FailureClass.INTEGRITY: "upstream broke ordering or sequencing at the topic/partition/offset in the "
-    "failure document: check that site's producer; to continue past it, set STREAMWARDEN_ON_GAP=resync "
+    "failure document: check that site's producer (but when session_rows already holds that session's earlier "
+    "seqs, the producer sent them and the stream lost the session's state: a defect, keep last_failure.json and "
+    "the stream log and report it); to continue past it, set STREAMWARDEN_ON_GAP=resync "
     f"(quarantine until the next snapshot) or a lower STREAMWARDEN_INTEGRITY_TIER; {RESUME}; or roll the "
     f"tables back with {RECOVER_STREAM} {_params(ROLL_BACK)}",
     FailureClass.MALFORMED: "an undecodable record at the offset in the failure document: fix the producer, "

@@ -165,14 +165,16 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._consumer = metadata_consumer(self.options.client_config)
         return self._consumer
 
-    def _watermarks(self) -> dict[TopicPartitionId, Watermarks]:
-        """Every matching partition's watermarks; :class:`EnvironmentFailure` when the broker gave none."""
+    def _watermarks(self, reader_at: Positions | None = None) -> dict[TopicPartitionId, Watermarks]:
+        """Every matching partition's watermarks (those beyond ``reader_at`` unfetched, see
+        :func:`watermarks_within`); :class:`EnvironmentFailure` when the broker gave none."""
         partitions = list_partitions(self._meta(), self.options.pattern, self.options.watermark_timeout)
         if self.options.watermark_source == "list_offsets":
             listed = list_offsets_watermarks(self._meta(), partitions, self.options.watermark_timeout)
             return {tp: Watermarks(low, high, exact=True) for tp, (low, high) in listed.items()}
-        marks = watermarks_within(self._meta(), partitions, self.options.watermark_timeout, self._known_ends)
-        inexact = {tp for tp, found in marks.items() if not found.exact}
+        marks = watermarks_within(self._meta(), partitions, self.options.watermark_timeout, self._known_ends,
+                                  reader_at)
+        inexact = {tp for tp, found in marks.items() if not found.exact and found.asked}
         if inexact != self._inexact:  # said once per change, not at every trigger
             if inexact:
                 log.warning("no fetch answer within %.0fs for %s: planned up to ListOffsets' end (a lower bound); "
@@ -182,11 +184,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._inexact = inexact
         return marks
 
-    def _answered(self) -> dict[TopicPartitionId, Watermarks] | None:
+    def _answered(self, reader_at: Positions | None = None) -> dict[TopicPartitionId, Watermarks] | None:
         """The watermarks, or None when the broker did not answer this time and ``brokerTimeout`` has not
         passed since its last answer (the next trigger asks again); past it, the ENVIRONMENT failure."""
         try:
-            marks = self._watermarks()
+            marks = self._watermarks(reader_at)
         except EnvironmentFailure as exc:
             silent = time.monotonic() - self._answered_at
             if silent >= self.options.broker_timeout:
@@ -239,7 +241,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             log.info("stop marker %s present: planning no new offsets", self.options.stop_marker)
             return start
         begin = from_doc(start)
-        marks = self._answered()
+        marks = self._answered(begin)
         if marks is None:
             return start
         self._latest = to_doc({tp: found.high for tp, found in marks.items()})
