@@ -39,6 +39,15 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """xdist groups for ``make test``'s two workers: the drills (``slow``: real job processes, an Airflow
+    server, a browser) in one, so they run one after another on one worker, never two at once on two cores;
+    every other test with the rest of its file, so a file's module fixtures are made once, on one worker."""
+    for item in items:
+        group = "drills" if item.get_closest_marker("slow") is not None else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A real Kafka-protocol broker (Tansu, memory storage) on a free loopback port."""
