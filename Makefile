@@ -24,11 +24,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy include plugins jobs dags $(wildcard bench)
 
-# Two workers: the drills (marked slow) one after another on one, the rest on the other; every test's duration
-# goes to test-results/junit.xml. In this process alone: make pytest PYTEST_WORKERS=0 PYTEST_ARGS=tests/...
+# Two workers: the files with drills (marked slow) one after another on one, the others on either
+# (tests/conftest.py); every test's duration goes to test-results/junit.xml. In this process alone:
+# make pytest PYTEST_WORKERS=0 PYTEST_ARGS=tests/...
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(PYTEST_WORKERS) \
 		--junit-xml=test-results/junit.xml $(PYTEST_ARGS)
 
 test: lint typecheck pytest

@@ -13,7 +13,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -39,13 +39,23 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """xdist groups for ``make test``'s two workers: the drills (``slow``: real job processes, an Airflow
-    server, a browser) in one, so they run one after another on one worker, never two at once on two cores;
-    every other test with the rest of its file, so a file's module fixtures are made once, on one worker."""
-    for item in items:
-        group = "drills" if item.get_closest_marker("slow") is not None else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``make test``'s two workers: every file holding a drill (a ``slow`` test: real job processes, an Airflow
+    server, a browser) in one unit, so the drills run one after another on one worker, never two at once on two
+    cores; every other file a unit of its own (its module fixtures made once), on whichever worker is free.
+    (xdist's ``loadgroup`` would say this with markers, but it renames node ids in a way pytest 9 ignores.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    drills = {str(path.relative_to(REPO)) for path in (REPO / "tests").rglob("test_*.py")
+              if "pytest.mark.slow" in path.read_text()}
+
+    class DrillsTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "drills" if path in drills else path
+
+    return DrillsTogether(config, log)
 
 
 @pytest.fixture(scope="session")

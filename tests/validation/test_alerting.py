@@ -101,3 +101,15 @@ def test_wrong_output_names_recover_stream_with_params_that_parse(finding_class:
 def test_findings_that_do_not_show_wrong_output_name_no_roll_back(finding_class: FindingClass) -> None:
     alert = findings_alert(_summary(_finding(finding_class)), source="v/1", last_pass="p0")
     assert _recover_stream_params(alert.next_action) == []
+
+
+def test_a_damaged_file_names_recover_stream_as_of_just_before_the_oldest_one_was_written(tmp_path: Path) -> None:
+    older = Finding(FindingClass.STORAGE, "session_rows", "sites-a", 0, ((50, 100),), 12, "missing",
+                    "2026-11-27T10:00:05+00:00")
+    newer = Finding(FindingClass.STORAGE, "session_rows", "sites-a", 1, (), 3, "truncated", "2026-11-27T11:00:00+00:00")
+    alert = findings_alert(_summary(newer, older, _finding(FindingClass.GAP)), source="v/1", last_pass="p0")
+    assert alert.failure_class == "STORAGE" and alert.severity == "critical"
+    params = _recover_stream_params(alert.next_action)
+    assert params[0] == {"target": "as_of", "as_of": "2026-11-27T10:00:04+00:00", "dry_run": True}
+    assert request_from_params(params[0], load_settings(home=tmp_path)).target is Target.AS_OF
+    assert Finding.from_json(older.to_json()) == older  # the time travels with the report

@@ -110,6 +110,32 @@ def test_a_file_removed_from_the_log_is_a_gap(settings: Settings) -> None:
     assert again.last_validated["tables"][SESSION_ROWS]["version"] == 2  # the newest passing version stays
 
 
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+def test_a_file_gone_or_cut_short_in_storage_is_a_storage_finding_with_its_offsets_and_a_gap(
+        settings: Settings, damage: str) -> None:
+    victim = file_of(settings, SESSION_ROWS, "sites-a", "part-0-50-b.zstd.parquet")  # partition 0, offsets [50, 100)
+    path = table_root(settings, SESSION_ROWS) / victim
+    size = path.stat().st_size
+    lost = sorted(set(pq.read_table(path).column("offset").to_pylist()))
+    if damage == "deleted":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[: size // 2])
+    recorded = run(settings, OFFLINE)  # no BUG from deep inside a reader: findings
+    (storage,) = of_class(recorded, FindingClass.STORAGE)
+    assert (storage.table, storage.topic, storage.partition) == (SESSION_ROWS, "sites-a", 0)
+    assert storage.ranges == ((min(lost), max(lost) + 1),) and storage.count > 0
+    fault = "missing" if damage == "deleted" else "truncated"
+    assert f"data file {victim} of {SESSION_ROWS} (listed at version 2" in storage.detail
+    assert f"is {fault} in storage ({size:,} bytes in the log" in storage.detail
+    assert storage.written_at is not None and "recover_stream with as_of" in storage.next_action
+    (gap,) = of_class(recorded, FindingClass.GAP)  # the rows it held, exactly
+    assert (gap.topic, gap.partition) == ("sites-a", 0)
+    assert all(o in lost for s, e in gap.ranges for o in range(s, e))
+    assert not recorded.report.passed and recorded.last_validated is None
+    assert "FAILED GAP 1, STORAGE 1" in recorded.report.text()
+
+
 def test_a_file_committed_twice_is_a_duplicate(settings: Settings) -> None:
     copied = file_of(settings, QUARANTINE, "sites-a", "part-1-0-a.zstd.parquet")  # offsets 0, 5, 10, 15
     add_copy(settings, QUARANTINE, copied)

@@ -6,7 +6,7 @@ compaction replaced, or the files of a batch that crashed before its commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -29,7 +29,8 @@ def read(settings: Settings, name: str, version: int | None = None) -> ds.Datase
     return dataset(location.open(version), location)
 
 
-def dataset(table: DeltaTable, location: TableLocation, dictionary_columns: Sequence[str] = ()) -> ds.Dataset:
+def dataset(table: DeltaTable, location: TableLocation, dictionary_columns: Sequence[str] = (),
+            leave_out: Collection[str] = ()) -> ds.Dataset:
     """The files of ``table``'s version as a pyarrow dataset, with the partition columns.
 
     Built from the version's add actions, each file known only by its partition values. Not
@@ -37,7 +38,8 @@ def dataset(table: DeltaTable, location: TableLocation, dictionary_columns: Sequ
     guarantee ``column >= null``, so a filter on such a column (``error_class = 'SEQUENCE_GAP'``, pushed down
     by DuckDB too) skips every file and finds no row (docs/delta-rs-behaviour.md). The files are read through
     pyarrow's own filesystem for the table's store (local or object store), rooted at the table; delta-rs's
-    filesystem object can abort the interpreter at exit. ``dictionary_columns`` are read dictionary-encoded.
+    filesystem object can abort the interpreter at exit. ``dictionary_columns`` are read dictionary-encoded;
+    the files named in ``leave_out`` (paths as the log lists them: missing or damaged in storage) are not read.
     """
     store, path = location.filesystem()
     filesystem = fs.SubTreeFileSystem(path, store)
@@ -48,7 +50,7 @@ def dataset(table: DeltaTable, location: TableLocation, dictionary_columns: Sequ
     values = actions.column("partition").to_pylist() if partition_columns else [{}] * len(paths)
     file_format = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=dictionary_columns))
     fragments = [file_format.make_fragment(file, filesystem, partition_expression=_partition(schema, given))
-                 for file, given in zip(paths, values, strict=True)]
+                 for file, given in zip(paths, values, strict=True) if file not in leave_out]
     return ds.FileSystemDataset(fragments, schema, file_format, filesystem)
 
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from streamwarden.validation.findings import NEXT_ACTIONS, FindingClass
 from streamwarden.warden.alerts import Alert, step_failed_alert
 
-GRAVITY = (FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.DATA_EXPIRED, FindingClass.CHECKPOINT_MISMATCH,
-           FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED, FindingClass.STALE, FindingClass.EXPOSURE)
+GRAVITY = (FindingClass.STORAGE, FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.DATA_EXPIRED,
+           FindingClass.CHECKPOINT_MISMATCH, FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED,
+           FindingClass.STALE, FindingClass.EXPOSURE)
 """Finding classes, gravest first: the alert's failure class is the first found."""
 EVIDENCE_SHOWN = 10
 
@@ -26,8 +28,15 @@ WARNINGS = frozenset({FindingClass.STALE, FindingClass.EXPOSURE})
 """Classes that alone make a warning, not a critical alert: nothing is wrong in the tables yet."""
 
 
-def trigger(finding_class: FindingClass, tables: list[str], sites: list[str] | None = None) -> str:
-    """The DAG to trigger for ``finding_class`` and its Params, as a sentence (``sites``: the topics found)."""
+def trigger(finding_class: FindingClass, tables: list[str], sites: list[str] | None = None,
+            written: list[str] | None = None) -> str:
+    """The DAG to trigger for ``finding_class`` and its Params, as a sentence (``sites``: the topics found;
+    ``written``: when the damaged files of STORAGE findings were written)."""
+    if finding_class is FindingClass.STORAGE:
+        before = _just_before(min(written)) if written else "<a time before the damaged file was written>"
+        return (f"unless the file can be put back, trigger recover_stream with Params "
+                f"{_params({'target': 'as_of', 'as_of': before, 'dry_run': True})} to see what it rolls back and "
+                f"replays, then again with dry_run false")
     if finding_class is FindingClass.EXPOSURE:
         return f"trigger restart_sessions with Params {_params({'sites': sites or [], 'reason': 'exposure'})}"
     scope: dict[str, Any] = {"tables": tables} if tables else {}
@@ -57,8 +66,9 @@ def findings_alert(summary: dict[str, Any], *, source: str, last_pass: str | Non
         tables = sorted({name for f in findings if f["class"] == finding_class.value and f["table"]
                          for name in f["table"].split("+")})  # "session_rows+quarantine": offsets of both
         sites = sorted({f["topic"] for f in findings if f["class"] == finding_class.value})
+        written = [f["written_at"] for f in findings if f["class"] == finding_class.value and f.get("written_at")]
         actions.append(f"{finding_class.value}: {NEXT_ACTIONS[finding_class]} Next: "
-                       f"{trigger(finding_class, tables, sites)}.")
+                       f"{trigger(finding_class, tables, sites, written)}.")
     counted = ", ".join(f"{c} {n}" for c, n in summary["classes"].items())
     versions = ", ".join(f"{name} v{version}" for name, version in sorted(summary["versions"].items()))
     evidence = [f"{f['class']} {f['table'] or '-'} {f['topic']}{'' if f['partition'] < 0 else [f['partition']]} "
@@ -95,3 +105,9 @@ def error_alert(failure: dict[str, Any], *, source: str, task: str) -> Alert:
 
 def _params(params: dict[str, Any]) -> str:
     return json.dumps(params)
+
+
+def _just_before(moment: str) -> str:
+    """One second before an ISO-8601 time: the newest version committed by then is older than what was written
+    at ``moment``."""
+    return (datetime.fromisoformat(moment) - timedelta(seconds=1)).isoformat(timespec="seconds")

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from streamwarden.tables.storage import FileProblem
+
 Interval = tuple[int, int]
 Row = TypeVar("Row")
 
@@ -18,6 +20,7 @@ Row = TypeVar("Row")
 class FindingClass(StrEnum):
     """Why a validation run failed."""
 
+    STORAGE = "STORAGE"  # a data file the log lists is missing from storage or not at its recorded size
     GAP = "GAP"  # offsets the log records as committed that no table holds
     DUPLICATE = "DUPLICATE"  # an offset in both tables, a row twice, or rows no committed run claims
     CHECKPOINT_MISMATCH = "CHECKPOINT_MISMATCH"  # the checkpoint and the tables disagree beyond one batch
@@ -29,6 +32,14 @@ class FindingClass(StrEnum):
 
 
 NEXT_ACTIONS: dict[FindingClass, str] = {
+    FindingClass.STORAGE: (
+        "A data file the Delta log lists is gone from storage or cut short (an rm, a lifecycle rule, a failed "
+        "copy): readers of the table fail on it, and the rows it held are missing (their offsets are the GAP "
+        "findings of the same table). Do not run maintain_tables on the table until it is repaired. Put the file "
+        "back from a backup or the store's object versioning if you can (same path, the size the finding names); "
+        "otherwise trigger recover_stream with as_of just before the time the file was written (named in the "
+        "finding): it rolls the table back to before that file and replays its offsets from Kafka while Kafka "
+        "still holds them."),
     FindingClass.GAP: (
         "Offsets the Delta log records as committed have no row in any table: their rows were removed from the "
         "table (a file dropped from the log, a restore, a delete). Do not let the stream or maintenance touch the "
@@ -79,6 +90,7 @@ class Finding:
     ranges: tuple[Interval, ...]  # the offsets concerned, [start, end) (the first few)
     count: int  # offsets (or, for repeated rows, extra rows) concerned, exactly
     detail: str
+    written_at: str | None = None  # STORAGE: when the damaged file was written (a recovery goes back before it)
 
     @property
     def next_action(self) -> str:
@@ -87,13 +99,14 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         return {"class": self.finding_class.value, "table": self.table, "topic": self.topic,
                 "partition": self.partition, "ranges": [list(r) for r in self.ranges], "count": self.count,
-                "detail": self.detail, "next_action": self.next_action}
+                "detail": self.detail, "next_action": self.next_action,
+                **({"written_at": self.written_at} if self.written_at else {})}
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> Finding:
         return cls(FindingClass(document["class"]), document["table"], document["topic"], int(document["partition"]),
                    tuple((int(s), int(e)) for s, e in document["ranges"]), int(document["count"]),
-                   str(document["detail"]))
+                   str(document["detail"]), document.get("written_at"))
 
     def line(self) -> str:
         """The finding in one line for the log."""
@@ -112,3 +125,14 @@ class Outcome(Generic[Row]):
     rows: tuple[Row, ...] = ()
     findings: tuple[Finding, ...] = ()
     error: str | None = None
+
+
+def storage_finding(problem: FileProblem) -> Finding:
+    """The STORAGE finding of one data file storage lacks or holds damaged: the Kafka partition and offsets
+    its add action's statistics name (the whole topic, ``-1``, when it held several partitions)."""
+    held = problem.held
+    single = held.partitions is not None and held.partitions[0] == held.partitions[1]
+    partition = held.partitions[0] if single and held.partitions is not None else -1
+    ranges = (held.offsets,) if single and held.offsets is not None else ()
+    return Finding(FindingClass.STORAGE, problem.table, held.topic or "", partition, ranges, held.rows or 0,
+                   problem.line(), problem.written_at)

@@ -8,7 +8,7 @@ that version lists, never from a listing of the folder.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -23,6 +23,7 @@ from streamwarden.tables.commits import commit_info
 from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.reading import dataset
+from streamwarden.tables.storage import FileProblem, check_files
 
 
 @dataclass
@@ -33,6 +34,15 @@ class PinnedTable:
     table: DeltaTable
     committed_at: float | None  # epoch seconds of the pinned version's commit (None when unknown)
     _runs: dict[TopicPartition, list[Interval]] = field(default_factory=dict)
+    left_out: frozenset[str] = frozenset()  # listed files storage lacks or holds damaged: not read
+
+    def check_storage(self) -> list[FileProblem]:
+        """The pinned version's data files storage lacks or holds at another size (:mod:`~streamwarden.tables.
+        storage`); they are left out of :meth:`dataset` from then on, so the checks read the rest and the offsets
+        those files held show as a GAP."""
+        problems = check_files(self.table, self.location)
+        self.left_out = frozenset(problem.path for problem in problems)
+        return problems
 
     @property
     def name(self) -> str:
@@ -42,10 +52,11 @@ class PinnedTable:
     def version(self) -> int:
         return self.table.version()
 
-    def dataset(self) -> ds.Dataset:
-        """The rows of the pinned version as a pyarrow dataset (only the files its log lists)."""
+    def dataset(self, dictionary_columns: Sequence[str] = ()) -> ds.Dataset:
+        """The rows of the pinned version as a pyarrow dataset (only the files its log lists, but those
+        :meth:`check_storage` found damaged; ``dictionary_columns`` read dictionary-encoded)."""
         with self.location.reaching():
-            return dataset(self.table, self.location)
+            return dataset(self.table, self.location, dictionary_columns, leave_out=self.left_out)
 
     def columns(self) -> list[str]:
         return [f.name for f in self.table.schema().fields]

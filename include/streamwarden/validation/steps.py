@@ -2,7 +2,9 @@
 
 1. The checkpoint's committed position is read, then every table of the pipeline is pinned at its newest
    version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
-2. Check 1, offsets covered without gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
+2. Every data file the pinned versions list is looked for in storage at its recorded size (a STORAGE finding
+   each, the file left out of the reads: :mod:`streamwarden.tables.storage`); check 1, offsets covered without
+   gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
    tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`) and check 4, the per-hour audit
    (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding); check 5, each
    site's exposure against the session restart schedule (:mod:`.exposure`); then the data
@@ -39,7 +41,7 @@ from streamwarden.validation.agreement import CheckpointPosition, check_checkpoi
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
 from streamwarden.validation.coverage import PartitionCoverage, check_coverage
 from streamwarden.validation.exposure import Exposure, check_exposure
-from streamwarden.validation.findings import Finding
+from streamwarden.validation.findings import Finding, storage_finding
 from streamwarden.validation.report import (
     ValidationReport,
     record_last_validated,
@@ -88,7 +90,7 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     notes += [f"check {c.value} skipped: {skipped_because(c, validation)}" for c in Check if c not in request.checks]
     upstream: tuple[PartitionUpstream, ...] = ()
     hours: tuple[HourCount, ...] = ()
-    findings: list[Finding] = []
+    findings = [storage_finding(problem) for table in tables for problem in table.check_storage()]
     with duckdb.connect() as con:
         coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
                                   more_partitions=() if request.pinned else position.committed, connection=con)

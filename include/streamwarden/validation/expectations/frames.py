@@ -23,7 +23,6 @@ import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import QUARANTINE
-from streamwarden.tables.reading import dataset
 from streamwarden.validation.coverage import PartitionCoverage
 from streamwarden.validation.snapshot import PinnedTable
 
@@ -33,7 +32,7 @@ def rows_frame(table: PinnedTable, columns: Sequence[str]) -> pd.DataFrame:
     so they become categories without being decoded (1.5 s instead of 5 s for 10M rows)."""
     strings = [f.name for f in table.dataset().schema if f.name in columns and _is_string(f.type)]
     with table.location.reaching():
-        data = dataset(table.table, table.location, strings).to_table(columns=list(columns))
+        data = table.dataset(strings).to_table(columns=list(columns))
     frame: pd.DataFrame = data.to_pandas(strings_to_categorical=True)
     return frame
 
