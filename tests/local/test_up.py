@@ -102,7 +102,7 @@ def test_up_rolls_over_a_full_component_log_and_prunes_past_the_count(tmp_path: 
 class _Up:
     """One ``streamwarden up --headless`` on a home, its output in a file, and every process seen under it."""
 
-    def __init__(self, settings: Settings, output: Path, seen: Seen) -> None:
+    def __init__(self, settings: Settings, output: Path, seen: Seen, extra: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.output = output
         self.seen = seen
@@ -111,7 +111,7 @@ class _Up:
         with open(output, "wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "streamwarden", "up", "--headless", "--producer-rate", "1000"], cwd=REPO,
-                env=_env(settings.home), stdout=out, stderr=subprocess.STDOUT)
+                env={**_env(settings.home), **(extra or {})}, stdout=out, stderr=subprocess.STDOUT)
 
     def log(self) -> str:
         return self.output.read_text()
@@ -152,6 +152,25 @@ class _Up:
         return [f"{run['dag_id']}/{run['dag_run_id']}" for run in document["dag_runs"]]
 
 
+SIBLING_SETTINGS = {"STREAMWARDEN_WARDEN_LAG_WINDOW": "11", "STREAMWARDEN_MAINTENANCE_MIN_FILES": "6",
+                    "STREAMWARDEN_VALIDATION_BROKER_TIMEOUT": "11", "STREAMWARDEN_SESSION_RESTART_POKE_INTERVAL": "31"}
+"""One setting of each sibling, given to ``up`` (none of them changes what the drill sees)."""
+
+
+def _airflow_environments(up: _Up) -> dict[str, dict[str, str]]:
+    """The environment of each of ``up``'s Airflow components whose ``/proc/<pid>/environ`` still reads as one
+    (a process that renamed itself with setproctitle shows its title there instead)."""
+    found = {}
+    for process in psutil.Process(up.process.pid).children(recursive=True):
+        try:
+            command, environ = " ".join(process.cmdline()[:3]), process.environ()
+        except psutil.Error:
+            continue
+        if "airflow" in command and "STREAMWARDEN_HOME" in environ:
+            found[f"{process.pid} {command}"] = environ
+    return found
+
+
 def _first_commit_time(settings: Settings) -> datetime:
     history = DeltaTable(str(settings.root("output") / "session_rows")).history()
     return datetime.fromtimestamp(min(entry["timestamp"] for entry in history) / 1000, UTC)
@@ -175,8 +194,12 @@ def test_up_runs_the_platform_stops_cleanly_and_starts_anew_after_sigint_and_aft
     ups: list[_Up] = []
     try:
         # 1. A first platform, stopped with Ctrl-C: drained, nothing left behind.
-        ups.append(first := _Up(settings, tmp_path / "up-1.out", seen))
+        ups.append(first := _Up(settings, tmp_path / "up-1.out", seen, SIBLING_SETTINGS))
         first_batch_s = [first.wait_for_first_batch()]
+        components = _airflow_environments(first)  # the siblings' settings reach the processes running their DAGs
+        assert any("airflow scheduler" in c for c in components) and any("triggerer" in c for c in components)
+        assert {c: {k: e.get(k) for k in SIBLING_SETTINGS} for c, e in components.items()} == {
+            c: SIBLING_SETTINGS for c in components}
         stream_holder = read_holder(settings.lease_path)
         assert stream_holder is not None and is_held(settings.lease_path)
         assert "archived the previous run" not in first.log()
