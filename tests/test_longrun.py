@@ -59,9 +59,15 @@ def _sample(minute: int, broker_mib: float, commits: list[float]) -> Sample:
     roles = {role: RoleMemory(1, 100 * MIB, 50 * MIB, 100 * MIB, 100 * MIB, [1]) for role in EXPECTED_ROLES}
     broker = int(broker_mib * MIB)
     roles["broker"] = RoleMemory(1, broker, broker, broker, broker, [2])
-    # a task's processes: there at one sample in three, each larger than the last, never long-lived
-    task = (40 + minute) * MIB
-    roles["airflow-tasks"] = RoleMemory(1 if minute % 3 == 0 else 0, task if minute % 3 == 0 else 0, 0, task, 0, [])
+    # tasks: there at one sample in three, never long-lived, more of them overlapping as the run goes on (their
+    # sum's peak grows) but none larger than the others: not growth
+    tasks = 1 + minute // 10
+    roles["airflow-tasks"] = RoleMemory(tasks if minute % 3 == 0 else 0, tasks * 80 * MIB if minute % 3 == 0 else 0,
+                                        0, tasks * 80 * MIB, 0, [], 80 * MIB)
+    # helper commands: short-lived too, one at a time, each larger than the last: growth
+    helper = (40 + minute) * MIB
+    roles["helpers"] = RoleMemory(1 if minute % 3 == 0 else 0, helper if minute % 3 == 0 else 0, 0, helper, 0, [],
+                                  helper)
     # parse processes come and go beside the long-lived dag-processor: its sum jumps, its long-lived part does not
     roles["airflow-dag-processor"] = RoleMemory(3 if minute % 2 else 1, (900 if minute % 2 else 500) * MIB, 0,
                                                 900 * MIB, 500 * MIB, [3])
@@ -104,7 +110,8 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     assert roles["broker"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5) and roles["broker"].flat is False
     assert roles["producer"].slope_mib_per_hour == pytest.approx(0.0, abs=0.01) and roles["producer"].flat is True
     assert roles["airflow-dag-processor"].fitted_on == "long-lived RSS" and roles["airflow-dag-processor"].flat
-    assert roles["airflow-tasks"].fitted_on == "interval peak" and roles["airflow-tasks"].flat is False
+    assert roles["airflow-tasks"].fitted_on == "largest process's peak" and roles["airflow-tasks"].flat is True
+    assert roles["helpers"].fitted_on == "largest process's peak" and roles["helpers"].flat is False
     assert roles["stream-driver-jvm"].slope_mib_per_hour == pytest.approx(0.0, abs=0.01)
     assert [(d.pid, d.failure_class) for d in summary.stream.deaths] == [(7, "ENVIRONMENT")]  # not the stop's pid 8
     assert [r["dag_id"] for r in summary.red_runs] == ["validate_output"]
@@ -115,15 +122,15 @@ def test_the_summary_states_slopes_deaths_red_runs_gaps_and_the_verdict() -> Non
     disk = {area.area: area for area in summary.disk}
     assert disk["logs"].slope_mib_per_hour == pytest.approx(60.0, abs=0.5)
     memory, space, broker = summary.projections
-    tasks = roles["airflow-tasks"].slope_mib_per_hour
-    assert tasks is not None and memory.growth_mib_per_hour == pytest.approx(60.0 + tasks, abs=1.0)
+    helpers = roles["helpers"].slope_mib_per_hour
+    assert helpers is not None and memory.growth_mib_per_hour == pytest.approx(60.0 + helpers, abs=1.0)
     assert space.hours == pytest.approx(50 * 1024 / 60.0, rel=0.02)
     # the broker's growth is the records it keeps: judged by the time to its 1 GiB limit (~14 h), not as a leak
     assert "broker's limit (1.0 GiB" in broker.bound and broker.hours == pytest.approx((1024 - 158) / 60, rel=0.02)
     assert summary.verdict == "fail" and summary.roles_missing == []
     assert any("stream death" in reason for reason in summary.reasons)
     (not_flat,) = [reason for reason in summary.reasons if "memory not flat" in reason]
-    assert "airflow-tasks" in not_flat and "broker" not in not_flat
+    assert "helpers" in not_flat and "airflow-tasks" not in not_flat and "broker" not in not_flat
     assert f"a bound is reached within 24 h: after {broker.hours:.1f} h" in summary.reasons
     assert any(note.startswith("the broker grew +60.0 MiB/h") for note in summary.notes)
     assert summary.roles_missing == [] and summary.own_cpu_percent == pytest.approx(1.0)

@@ -39,6 +39,8 @@ INDICATIVE_MINUTES = 60.0
 TRANSIENT_COVERAGE = 0.5
 TARGET_HOURS = 24.0
 """Issue 37: `make run` runs for 24 hours on this machine."""
+LONG_LIVED = "long-lived RSS"
+LARGEST_PROCESS = "largest process's peak"
 BROKER = "broker"
 """The role whose memory is the records it holds: judged by the time to its limit, not as flat."""
 GAPS_LISTED = 5
@@ -50,7 +52,7 @@ class RoleSummary:
     role: str
     coverage: float  # share of the window's samples in which the role had a process
     processes_max: int
-    fitted_on: str  # "long-lived RSS" or "interval peak" (roles without a long-lived process)
+    fitted_on: str  # LONG_LIVED, or LARGEST_PROCESS for a role without a long-lived process
     mib_start: float | None  # mean of the fitted values over the window's first samples
     mib_end: float | None  # ... and its last
     mib_max: float  # the highest RSS (all of the role's processes) at any look of the whole run
@@ -165,6 +167,12 @@ def slope_per_hour(seconds: list[float], values: list[float], segments: list[obj
     return round(covariance / spread, 2)
 
 
+def fitted_bytes(memory: RoleMemory, fitted_on: str) -> int:
+    """What a role's slope is fitted on at one sample: its long-lived processes' RSS, or for a role of short
+    processes (tasks, which overlap more or less often) the largest one process held since the previous sample."""
+    return memory.long_lived_rss_bytes if fitted_on == LONG_LIVED else memory.largest_rss_bytes
+
+
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 
@@ -176,7 +184,8 @@ def _role_summary(role: str, running: list[Sample], window: list[Sample], thresh
     memory = [s.roles.get(role, empty) for s in fitted]
     coverage = sum(1 for m in memory if m.processes > 0) / len(memory) if memory else 0.0
     long_lived = sum(1 for m in memory if m.long_lived_rss_bytes > 0) >= TRANSIENT_COVERAGE * len(memory)
-    values = [(m.long_lived_rss_bytes if long_lived else m.peak_rss_bytes) / MIB for m in memory]
+    fitted_on = LONG_LIVED if long_lived else LARGEST_PROCESS
+    values = [fitted_bytes(m, fitted_on) / MIB for m in memory]
     slope = None
     if window:
         # long-lived: only the samples that have such processes (none for 5 minutes after a restart), in segments
@@ -186,7 +195,7 @@ def _role_summary(role: str, running: list[Sample], window: list[Sample], thresh
     everywhere = [s.roles[role] for s in running if role in s.roles]
     return RoleSummary(
         role=role, coverage=round(coverage, 3), processes_max=max((m.processes for m in everywhere), default=0),
-        fitted_on="long-lived RSS" if long_lived else "interval peak",
+        fitted_on=fitted_on,
         mib_start=_mean(values[:EDGE_SAMPLES]), mib_end=_mean(values[-EDGE_SAMPLES:]),
         mib_max=round(max((m.peak_rss_bytes / MIB for m in everywhere), default=0.0), 1),
         pss_mib_end=_mean([m.pss_bytes / MIB for m in memory[-EDGE_SAMPLES:] if m.pss_bytes is not None]),

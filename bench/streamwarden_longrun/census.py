@@ -4,11 +4,11 @@
 that has since exited included, is one of its descendants. A *look* (every two seconds) lists them, reads each
 one's command line and RSS (two small files under /proc: well under a millisecond each), registers every
 process ever seen (what must be gone once `up` has stopped) and keeps each role's highest RSS since the last
-sample (a task runs for seconds: a look every 10 s would miss most of them). It also sums apart the RSS of the
-processes that have run for :data:`LONG_LIVED_S`: a leak that takes hours lives in a process that lives for
-hours, while a role's short-lived processes (a DAG file's parse, a task) come and go between samples and make
-its sum jump by hundreds of MiB, noise that would swamp any slope. A *sample* also reads PSS,
-which splits a page shared by forked processes (a PySpark worker and its daemon, a parse process and the
+sample, and its largest process's (a task runs for seconds: a look every 10 s would miss most of them). It also
+sums apart the RSS of the processes that have run for :data:`LONG_LIVED_S`: a leak that takes hours lives in a
+process that lives for hours, while a role's short-lived processes (a DAG file's parse, a task) come and go
+between samples and make its sum jump by hundreds of MiB, noise that would swamp any slope. A *sample* also reads
+PSS, which splits a page shared by forked processes (a PySpark worker and its daemon, a parse process and the
 dag-processor) between them instead of counting it once per process: the kernel walks every page for it,
 about 3 ms of CPU per process here, so it is read at samples only.
 """
@@ -40,6 +40,7 @@ class RoleLook:
     rss_bytes: int = 0
     pss_bytes: int | None = 0  # None once a process's PSS could not be read (or was not asked for)
     long_lived_rss_bytes: int = 0
+    largest_rss_bytes: int = 0
     long_lived_pids: list[int] = field(default_factory=list)
 
 
@@ -50,6 +51,7 @@ class Census:
     root_pid: int
     seen: dict[ProcessKey, SeenProcess] = field(default_factory=dict)
     _peaks: dict[str, int] = field(default_factory=dict)
+    _largest: dict[str, int] = field(default_factory=dict)
     _unclassified: set[str] = field(default_factory=set)
 
     def _members(self) -> list[psutil.Process]:
@@ -81,12 +83,14 @@ class Census:
                 look = by_role.setdefault(role, RoleLook())
                 look.processes += 1
                 look.rss_bytes += memory.rss
+                look.largest_rss_bytes = max(look.largest_rss_bytes, memory.rss)
                 if now - created >= LONG_LIVED_S:
                     look.long_lived_rss_bytes += memory.rss
                     look.long_lived_pids.append(process.pid)
                 look.pss_bytes = None if pss is None or look.pss_bytes is None else look.pss_bytes + pss
         for role, look in by_role.items():
             self._peaks[role] = max(self._peaks.get(role, 0), look.rss_bytes)
+            self._largest[role] = max(self._largest.get(role, 0), look.largest_rss_bytes)
         return by_role
 
     def take(self) -> tuple[dict[str, RoleMemory], list[str], list[str]]:
@@ -94,12 +98,13 @@ class Census:
         seen since then; the command lines no role matched. Starts the next interval's peaks."""
         looked = self.look(with_pss=True)
         roles = {role: RoleMemory(look.processes, look.rss_bytes, look.pss_bytes, self._peaks[role],
-                                  look.long_lived_rss_bytes, sorted(look.long_lived_pids))
+                                  look.long_lived_rss_bytes, sorted(look.long_lived_pids), self._largest[role])
                  for role, look in looked.items()}
         for role, peak in self._peaks.items():  # came and went between samples (a task)
-            roles.setdefault(role, RoleMemory(0, 0, 0, peak, 0, []))
+            roles.setdefault(role, RoleMemory(0, 0, 0, peak, 0, [], self._largest[role]))
         unclassified = sorted(self._unclassified)
         self._peaks.clear()
+        self._largest.clear()
         self._unclassified.clear()
         return dict(sorted(roles.items())), sorted(roles), unclassified
 

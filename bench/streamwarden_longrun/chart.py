@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from .analysis import Summary
+from .analysis import LONG_LIVED, Summary, fitted_bytes
 from .records import MIB, EventType, RunLog
 from .roles import ROLE_NAMES
 
@@ -33,17 +33,16 @@ def chart(log: RunLog, summary: Summary, path: Path) -> None:
     for index, role in enumerate(roles):
         color, style = colors(index % 10), "-" if index < 10 else "--"
         summary_of = fitted.get(role)
-        on_peaks = summary_of is not None and summary_of.fitted_on == "interval peak"
-        what = [(s.roles[role].peak_rss_bytes if on_peaks else s.roles[role].long_lived_rss_bytes) / MIB
-                if role in s.roles else 0.0 for s in samples]
+        fitted_on = summary_of.fitted_on if summary_of is not None else LONG_LIVED
+        what = [fitted_bytes(s.roles[role], fitted_on) / MIB if role in s.roles else 0.0 for s in samples]
         everything = [s.roles[role].rss_bytes / MIB if role in s.roles else 0.0 for s in samples]
         slope = summary_of.slope_mib_per_hour if summary_of else None
         label = f"{role} ({slope:+.1f} MiB/h)" if slope is not None else role
         memory.plot(minutes, what, color=color, linestyle=style, linewidth=1.3, label=label)
         memory.plot(minutes, everything, color=color, linestyle=style, linewidth=0.6, alpha=0.3)
     memory.set_ylabel("RSS per role (MiB)")
-    memory.set_title("memory per process role: what is fitted (the long-lived processes' RSS; for tasks, each "
-                     "interval's peak), and faint, all of the role's processes at each sample", fontsize=10)
+    memory.set_title("memory per process role: what is fitted (the long-lived processes' RSS; for tasks, the "
+                     "largest one's peak), and faint, all of the role's processes at each sample", fontsize=10)
     memory.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="role (slope after warm-up)")
 
     total.plot(minutes, [sum(m.rss_bytes for m in s.roles.values()) / 2**30 for s in samples], label="RSS, all roles")

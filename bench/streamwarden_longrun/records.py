@@ -53,6 +53,9 @@ class RoleMemory:
     peak_rss_bytes: int  # the most the role held at any two-second look since the previous sample
     long_lived_rss_bytes: int  # RSS of the role's processes that have run for LONG_LIVED_S or more
     long_lived_pids: list[int]  # which processes those are (a change is a restart, not growth)
+    # the largest RSS of any one of the role's processes at any look since the previous sample: a role of short
+    # processes (tasks) is fitted on it, since their sum measures how many overlapped, not what one holds
+    largest_rss_bytes: int = 0
 
 
 @dataclass(frozen=True)

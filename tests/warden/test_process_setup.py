@@ -27,7 +27,8 @@ hotspot = management.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.mana
 print("PROBE " + json.dumps({"max_heap": jvm.java.lang.Runtime.getRuntime().maxMemory(),
                              "collectors": [bean.getName() for bean in management.getGarbageCollectorMXBeans()],
                              "tiered_stop_at_level": hotspot.getVMOption("TieredStopAtLevel").getValue(),
-                             "min_heap_free_ratio": hotspot.getVMOption("MinHeapFreeRatio").getValue(),
+                             "committed_heap": jvm.java.lang.Runtime.getRuntime().totalMemory(),
+                             "always_pre_touch": hotspot.getVMOption("AlwaysPreTouch").getValue(),
                              "malloc": {name: jvm.java.lang.System.getenv(name) for name in sys.argv[1:]}}))
 spark.stop()
 '''
@@ -35,7 +36,8 @@ spark.stop()
 
 def _driver(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
     """What the driver JVM of ``spark-submit`` started with ``env`` reports: its maximum heap, its collectors, the
-    highest tier its compiler goes to, when its heap grows and the variables of :data:`MALLOC`."""
+    highest tier its compiler goes to, its committed heap, whether it touched it all and the variables of
+    :data:`MALLOC`."""
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     done = subprocess.run([str(venv_bin() / "spark-submit"), "--master", "local[1]", str(script), *MALLOC], env=env,
@@ -50,7 +52,7 @@ def test_the_stream_environment_names_the_driver_heap_and_java_options_and_keeps
     settings = load_settings(home=tmp_path / "home")
     env = stream_env(settings, base={"PATH": "/usr/bin"})
     assert env["SPARK_DRIVER_MEMORY"] == DRIVER_MEMORY
-    assert env["SPARK_SUBMIT_OPTS"] == " ".join(DRIVER_JAVA_OPTIONS)
+    assert env["SPARK_SUBMIT_OPTS"] == " ".join((*DRIVER_JAVA_OPTIONS, f"-Xms{DRIVER_MEMORY}"))
     assert {name: env[name] for name in MALLOC} == MALLOC
     chosen = load_settings(home=tmp_path / "home", spark_conf={"spark.driver.memory": "3g"})
     env = stream_env(chosen, base={"PATH": "/usr/bin", "MALLOC_ARENA_MAX": "4", "SPARK_SUBMIT_OPTS": "-XX:+UseG1GC"})
@@ -59,7 +61,7 @@ def test_the_stream_environment_names_the_driver_heap_and_java_options_and_keeps
     assert env["MALLOC_MMAP_THRESHOLD_"] == MALLOC["MALLOC_MMAP_THRESHOLD_"]
 
 
-def test_the_driver_jvm_of_spark_submit_gets_the_settings_heap_and_the_quick_compiler_and_serial_collector(
+def test_the_driver_jvm_of_spark_submit_gets_the_settings_heap_whole_and_the_quick_compiler_and_serial_collector(
         tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path / "home", spark_conf={"spark.driver.memory": "700m"})
     reported = _driver(tmp_path, stream_env(settings))
@@ -68,7 +70,8 @@ def test_the_driver_jvm_of_spark_submit_gets_the_settings_heap_and_the_quick_com
     assert 600 * 2**20 <= max_heap <= 700 * 2**20, max_heap  # spark-submit's own default is 1 GiB
     assert reported["collectors"] == ["Copy", "MarkSweepCompact"]  # the serial collector's (G1's by default)
     assert reported["tiered_stop_at_level"] == "1"  # C1 only (4, C2, by default)
-    assert reported["min_heap_free_ratio"] == "10"  # the heap grows only when a full collection frees < 10% (40)
+    assert reported["committed_heap"] == max_heap  # the whole heap from the start (a quarter of it by default)
+    assert reported["always_pre_touch"] == "true"  # and every page of it touched: the RSS is fixed from the start
     assert reported["malloc"] == MALLOC
 
 

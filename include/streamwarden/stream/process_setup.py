@@ -13,8 +13,8 @@ from streamwarden.settings import Settings
 DRIVER_MEMORY = "640m"
 """The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
 RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
-DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:MinHeapFreeRatio=10")
-"""The driver JVM's compiler, collector and heap growth (docs/benchmarks.md, tenth and eleventh passes).
+DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:+AlwaysPreTouch")
+"""The driver JVM's compiler, collector and heap (docs/benchmarks.md, tenth and eleventh passes; docs/longrun.md).
 
 - A micro-batch runs much of Spark's code once (analysis, optimization, planning, the progress events): the
   JVM's optimizing compiler (C2) was still compiling after 18 batches, 44% of the JVM's CPU over batches 3-18 at
@@ -22,8 +22,11 @@ DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:MinHe
   cost 0.43, and the tasks' own threads ran as fast.
 - The serial collector does without G1's concurrent marking threads and barriers on a heap this small (the
   JVM's CPU over those batches 14.8 -> 9.4 -> 7.9 core-seconds).
-- The heap grows past its initial size only when a full collection leaves less than 10% of it free (40% by
-  default): at 200k sessions the committed heap had grown 378 -> 613 MiB on short-lived garbage."""
+- The heap is its full size from the start, every page of it touched (``AlwaysPreTouch``, and ``-Xms`` equal to
+  the driver memory, which :func:`launch_env` adds): the JVM's RSS is fixed from the first batch, and a driver
+  that does not fit its machine fails at start. A heap grown on demand had climbed for hours as the old
+  generation filled with short-lived garbage promoted between full collections (in `make run`'s two-hour run
+  547 -> 605 MiB, +25 MiB/h, which no collection gave back), so a leak could not be told from it."""
 MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
 """glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
 200k-session benchmarks (docs/benchmarks.md, sixth pass):
@@ -45,11 +48,16 @@ def launch_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
     heap set there (``spark.driver.memory`` in :func:`~streamwarden.stream.spark_session.spark_conf`) would be
     silently ignored (the JVM ran with spark-submit's 1 GiB default). ``SPARK_DRIVER_MEMORY`` is what
     spark-submit reads when its command line does not name one (a Spark connection's ``--driver-memory`` still
-    wins). ``SPARK_SUBMIT_OPTS`` carries :data:`DRIVER_JAVA_OPTIONS` to the driver's JVM (a connection's
+    wins). ``SPARK_SUBMIT_OPTS`` carries :func:`driver_java_options` to the driver's JVM (a connection's
     ``spark.driver.extraJavaOptions`` come after them, so they win, but must not name another collector: the JVM
     refuses two). :data:`MALLOC` reaches the driver JVM and the Python processes it starts. A value in ``base``
     (the operator's environment) is kept: an operator's ``SPARK_SUBMIT_OPTS`` replaces the driver's options.
     """
-    defaults = {"SPARK_SUBMIT_OPTS": " ".join(DRIVER_JAVA_OPTIONS), **MALLOC}
-    return {"SPARK_DRIVER_MEMORY": settings.spark_conf.get("spark.driver.memory", DRIVER_MEMORY),
-            **{name: base.get(name, value) for name, value in defaults.items()}}
+    memory = settings.spark_conf.get("spark.driver.memory", DRIVER_MEMORY)
+    defaults = {"SPARK_SUBMIT_OPTS": " ".join(driver_java_options(memory)), **MALLOC}
+    return {"SPARK_DRIVER_MEMORY": memory, **{name: base.get(name, value) for name, value in defaults.items()}}
+
+
+def driver_java_options(memory: str) -> tuple[str, ...]:
+    """:data:`DRIVER_JAVA_OPTIONS` for a driver of ``memory`` (Spark's form, ``640m``, ``2g``: the JVM's too)."""
+    return (*DRIVER_JAVA_OPTIONS, f"-Xms{memory}")
