@@ -12,7 +12,8 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
 1. **check_params** checks the Params and the `STREAMWARDEN_VALIDATION_*` settings; a bad one fails here,
    naming it. Nothing is read yet.
 2. **validate_tables** pins every table at one Delta version (read between the checkpoint's committed and
-   planned positions, so all checks see one consistent state) and makes the checks:
+   planned positions, so all checks see one consistent state), looks for every data file they list in
+   storage at its recorded size (`STORAGE`), and makes the checks:
    - `coverage`: per topic-partition, `session_rows` and `quarantine` together cover every offset their
      logs claim, from the first still accounted for to the newest committed: no gap (`GAP`), no offset
      twice (`DUPLICATE`); pushed down to DuckDB over the pinned files;
@@ -25,7 +26,9 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
    - `exposure`: per site, the time since its last clean session start (the clean start of its oldest open
      session); over 1.5 x the `restart_sessions` interval it is `EXPOSURE` (a warning);
    - `expectations`: Great Expectations checks of the rows (`EXPECTATION_FAILED`; freshness `STALE`),
-     Data Docs under `<run_root>/data_docs/`.
+     Data Docs under `<run_root>/data_docs/`;
+   - `content`: each data file's SHA-256 against the one recorded when it was committed: a changed byte is
+     `INTEGRITY` (every file every run, or `CONTENT_MIB` per run in turn).
    It logs the report as a table, writes it to `<run_root>/validation/<time>.json` and pushes a summary to
    XCom. When every check passed, the versions read become the **last validated versions**
    (`<run_root>/validation/last_validated.json`, what `recover_stream` rolls back to). It fails when it
@@ -43,18 +46,23 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
 - `versions`: `{"session_rows": 41, "quarantine": 40}` (one per table): check these versions instead of the
   newest (e.g. before a recovery).
 - `as_of`: an ISO 8601 time: check each table as it was then (its newest version committed by then).
-  With `versions` or `as_of` only `coverage` and `expectations` run: the checkpoint and Kafka describe the
-  present.
+  With `versions` or `as_of` only `coverage`, `expectations` and `content` run: the checkpoint and Kafka
+  describe the present.
 
 #### Settings (`STREAMWARDEN_VALIDATION_*`, read by the workers)
 
 `SCHEDULE` (`30m`; a cron expression, `@hourly`, or `none`: after maintenance and manual runs only),
 `KAFKA` (true: checks 3 and 4), `AUDIT_HOURS` (24), `STALE_AFTER` (15 minutes), `BROKER_TIMEOUT` (10 s),
-`ROW_KEY` (`row_id`), `MAX_RANGES` (10 offset ranges of evidence per finding); the data checks' settings and
+`ROW_KEY` (`row_id`), `MAX_RANGES` (10 offset ranges of evidence per finding), `CONTENT_MIB` (0: every
+file's content every run); the data checks' settings and
 the user expectations file (`STREAMWARDEN_EXPECTATIONS`) are in `docs/validation.md`.
 
 #### When it fails
 
+- **INTEGRITY** / **STORAGE**: a data file's bytes changed, or the file is gone or cut short: the finding
+  names it, what it held and when it was written. Do not run `maintain_tables` on the table; put the file back
+  from a backup, or trigger `recover_stream` with the alert's Params (`as_of` one second before the file was
+  written, `dry_run` first).
 - **GAP** / **DUPLICATE**: rows are missing or held twice. Stop anything else writing the table; trigger
   `recover_stream` with `{"target": "last_validated", "dry_run": true}` to see the blast radius, then for
   real; then this DAG again.

@@ -156,7 +156,11 @@ def test_the_output_of_a_run_with_kill9s_passes_every_check(drill: Drill) -> Non
     assert result.states == dict.fromkeys(STEPS, "success"), result.report["findings"][:5]
     summary = result.summary
     assert summary["passed"] and summary["classes"] == {} and result.alerts == []
-    assert set(summary["checks"]) == {"coverage", "checkpoint", "kafka", "audit", "exposure", "expectations"}
+    assert set(summary["checks"]) == {"coverage", "checkpoint", "kafka", "audit", "exposure", "expectations",
+                                      "content"}
+    # every file the kill -9s left in the tables hashes to what its commit recorded
+    covered = result.report["content"]
+    assert len(covered) == 2 and all(c["files"] == c["of_files"] > 0 and c["unrecorded"] == 0 for c in covered)
     # every offset Kafka held when the stream stopped is covered, once, by one of the two tables
     partitions = {(p["topic"], p["partition"]): p for p in result.report["partitions"]}
     assert set(partitions) == {(t, p) for t, parts in run.ends.items() for p in parts}

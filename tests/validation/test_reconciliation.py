@@ -7,6 +7,7 @@ checkpoint moved past the tables, a table that missed a batch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 from pathlib import Path
@@ -110,30 +111,39 @@ def test_a_file_removed_from_the_log_is_a_gap(settings: Settings) -> None:
     assert again.last_validated["tables"][SESSION_ROWS]["version"] == 2  # the newest passing version stays
 
 
-@pytest.mark.parametrize("damage", ["deleted", "truncated"])
-def test_a_file_gone_or_cut_short_in_storage_is_a_storage_finding_with_its_offsets_and_a_gap(
-        settings: Settings, damage: str) -> None:
+@pytest.mark.parametrize(("damage", "finding_class", "fault"), [
+    ("deleted", FindingClass.STORAGE, "missing"), ("truncated", FindingClass.STORAGE, "truncated"),
+    ("one byte changed", FindingClass.INTEGRITY, "changed")])
+def test_a_file_gone_cut_short_or_changed_in_storage_is_a_finding_with_its_offsets_and_a_gap(
+        settings: Settings, damage: str, finding_class: FindingClass, fault: str) -> None:
     victim = file_of(settings, SESSION_ROWS, "sites-a", "part-0-50-b.zstd.parquet")  # partition 0, offsets [50, 100)
     path = table_root(settings, SESSION_ROWS) / victim
     size = path.stat().st_size
     lost = sorted(set(pq.read_table(path).column("offset").to_pylist()))
+    recorded_digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     if damage == "deleted":
         path.unlink()
-    else:
+    elif damage == "truncated":
         path.write_bytes(path.read_bytes()[: size // 2])
+    else:
+        data = bytearray(path.read_bytes())
+        data[size // 2] ^= 0x01
+        path.write_bytes(bytes(data))
     recorded = run(settings, OFFLINE)  # no BUG from deep inside a reader: findings
-    (storage,) = of_class(recorded, FindingClass.STORAGE)
+    (storage,) = of_class(recorded, finding_class)
     assert (storage.table, storage.topic, storage.partition) == (SESSION_ROWS, "sites-a", 0)
     assert storage.ranges == ((min(lost), max(lost) + 1),) and storage.count > 0
-    fault = "missing" if damage == "deleted" else "truncated"
     assert f"data file {victim} of {SESSION_ROWS} (listed at version 2" in storage.detail
-    assert f"is {fault} in storage ({size:,} bytes in the log" in storage.detail
+    if damage == "one byte changed":
+        assert f"is changed in storage ({recorded_digest} recorded at its commit, sha256:" in storage.detail
+    else:
+        assert f"is {fault} in storage ({size:,} bytes in the log" in storage.detail
     assert storage.written_at is not None and "recover_stream with as_of" in storage.next_action
     (gap,) = of_class(recorded, FindingClass.GAP)  # the rows it held, exactly
     assert (gap.topic, gap.partition) == ("sites-a", 0)
     assert all(o in lost for s, e in gap.ranges for o in range(s, e))
     assert not recorded.report.passed and recorded.last_validated is None
-    assert "FAILED GAP 1, STORAGE 1" in recorded.report.text()
+    assert f"FAILED GAP 1, {finding_class.value} 1" in recorded.report.text()
 
 
 def test_a_file_committed_twice_is_a_duplicate(settings: Settings) -> None:

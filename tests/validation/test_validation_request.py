@@ -27,7 +27,7 @@ def test_no_params_ask_for_every_table_and_check_the_settings_allow(tmp_path: Pa
     assert request.tables == (SESSION_ROWS, QUARANTINE) and request.checks == frozenset(Check)
     assert not request.pinned and request.wants(Check.KAFKA)
     offline = request_from_params({"checks": []}, settings, ValidationSettings(kafka=False))
-    assert offline.checks == {Check.COVERAGE, Check.CHECKPOINT, Check.EXPOSURE, Check.EXPECTATIONS}
+    assert offline.checks == {Check.COVERAGE, Check.CHECKPOINT, Check.EXPOSURE, Check.EXPECTATIONS, Check.CONTENT}
     assert ValidationRequest.from_json(request.to_json()) == request
 
 
@@ -35,7 +35,7 @@ def test_pinned_requests_make_only_the_checks_that_read_the_tables(tmp_path: Pat
     settings = settings_for(tmp_path)
     request = request_from_params({"versions": {SESSION_ROWS: 3, QUARANTINE: 2}}, settings, ValidationSettings())
     assert request.pinned and request.versions == {SESSION_ROWS: 3, QUARANTINE: 2}
-    assert [c for c in Check if request.wants(c)] == [Check.COVERAGE, Check.EXPECTATIONS]
+    assert [c for c in Check if request.wants(c)] == [Check.COVERAGE, Check.EXPECTATIONS, Check.CONTENT]
     as_of = request_from_params({"as_of": "2026-01-02T03:04:05"}, settings, ValidationSettings())
     assert as_of.as_of == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC) and as_of.pinned
     assert ValidationRequest.from_json(as_of.to_json()) == as_of

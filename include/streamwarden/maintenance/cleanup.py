@@ -7,6 +7,9 @@ is seconds old, so a retention of at least an hour never touches it; a shorter (
 drills with the stream stopped. delta-rs takes the retention in whole hours: it is rounded up, and a
 forced retention under an hour is 0 (every file the newest version does not reference).
 
+Before the log's clean-up deletes old commit files, their content hashes are folded into the table's hash
+manifest (:func:`~streamwarden.tables.content.fold_manifest`).
+
 Vacuum is refused while a compaction is unproven (a journal is pending): its removed files are the
 evidence the proof reads.
 """
@@ -22,6 +25,7 @@ from typing import Any
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance.compaction import Journal
 from streamwarden.maintenance.settings import HOUR
+from streamwarden.tables.content import fold_manifest
 from streamwarden.tables.location import TableLocation
 
 
@@ -61,6 +65,8 @@ def clean_table(location: TableLocation, folder: Path, *, retention_seconds: flo
     if not dry_run:
         table.update_incremental()
         table.create_checkpoint()
+        # the commits' content hashes go with the log files the clean-up deletes: keep them first
+        fold_manifest(location, table.version())
         table.cleanup_metadata()
         checkpoint = table.version()
     return Cleanup(location.name, len(deleted), hours, checkpoint, time.monotonic() - started, dry_run)

@@ -2,7 +2,10 @@
 
 Protocol for one partition (the table's maintenance lock is held, :mod:`.lock`):
 
-1. Write the journal ``<maintenance>/pending/<table>.json``: the partition, the version read, the run.
+1. Check the content hash of every file of the partition at the version read against the one recorded when
+   it was committed (:mod:`streamwarden.tables.content`): a changed file is ``INTEGRITY``, and nothing is
+   compacted (a compaction would copy the change into a new file, and the row proof would agree with it).
+   Write the journal ``<maintenance>/pending/<table>.json``: the partition, the version read, the run.
 2. ``optimize.compact`` of that partition only (a data-change-free commit carrying the run and the
    partition in its commit info). A conflict with a concurrent commit is retried here, never in the
    stream: the stream only appends, and a compaction does not conflict with appends.
@@ -10,7 +13,7 @@ Protocol for one partition (the table's maintenance lock is held, :mod:`.lock`):
    from the log by version number (:mod:`streamwarden.tables.commits`), since the stream commits beside it.
 4. Prove it (:mod:`.proof`); a failed proof is reverted (only ever a commit carrying those marks) and raised
    as ``INTEGRITY`` after the revert.
-5. Delete the journal.
+5. Record the new files' content hashes in the table's hash manifest; delete the journal.
 
 A crash before step 2 commits leaves Parquet files no version references (vacuumed later); a crash after
 it leaves the journal, and the next run starts with :func:`finish_pending`: steps 3-5 for the journal's
@@ -27,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from deltalake import CommitProperties, WriterProperties
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+from deltalake import CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from streamwarden.atomic import read_json, write_json_atomic
@@ -35,7 +39,9 @@ from streamwarden.failures import IntegrityError
 from streamwarden.maintenance.plan import PartitionPlan
 from streamwarden.maintenance.proof import Proof, file_problems, prove, revert
 from streamwarden.tables.commits import commits_after
+from streamwarden.tables.content import check_content, file_digest, fold_manifest, recorded_hashes
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.storage import held_offsets
 from streamwarden.testing.faults import chaos_point
 
 log = logging.getLogger("streamwarden.maintenance")
@@ -91,6 +97,7 @@ def compact_partition(location: TableLocation, partition: PartitionPlan, *, fold
     """Steps 1-5 for ``partition``."""
     started = time.monotonic()
     table = location.open()
+    _refuse_changed_files(location, table, dict(partition.values), partition.label)
     journal = Journal(location.name, partition.label, table.version(), run_id, datetime.now(UTC).isoformat())
     write_json_atomic(Journal.path(folder, location.name), asdict(journal))
     properties = CommitProperties(custom_metadata={RUN_MARK: run_id, PARTITION_MARK: partition.label})
@@ -139,8 +146,34 @@ def _prove_journal(location: TableLocation, journal: Journal, folder: Path, star
             f"row; reverted by commit {reverted} (the partition is as it was at version {version - 1}). "
             + "; ".join(proof.differences[:5]),
             details={**proof.to_json(), "reverted_by": reverted, "partition": journal.partition})
+    store, base = location.filesystem()
+    with location.reaching():
+        added = {path: file_digest(store, f"{base}/{path}") for path in proof.added_paths}
+    fold_manifest(location, location.open().version(), added)
     Journal.path(folder, location.name).unlink(missing_ok=True)
     return _result(location.name, journal.partition, proof, time.monotonic() - started)
+
+
+def _refuse_changed_files(location: TableLocation, table: DeltaTable, partition: dict[str, str | None],
+                          label: str) -> None:
+    """Step 1's content check: INTEGRITY, before any commit, when a file of the partition is not the one committed."""
+    actions = [a for a in pa.table(table.get_add_actions(flatten=True)).to_pylist()
+               if {k.removeprefix("partition."): v for k, v in a.items() if k.startswith("partition.")} == partition]
+    checked = check_content(location, {str(a["path"]): int(a["size_bytes"]) for a in actions},
+                            recorded_hashes(location, table.version()))
+    if checked.unrecorded:
+        log.warning("%s %s: %d files have no recorded content hash (committed before hashes were kept): not "
+                    "checked", location.name, label, len(checked.unrecorded))
+    if checked.problems:
+        by_path = {str(a["path"]): a for a in actions}
+        lines = [f"{p.path} (it held {held_offsets(by_path[p.path]).describe()}; {p.expected} recorded, {p.found} "
+                 "found)" for p in checked.problems]
+        raise IntegrityError(
+            f"table {location.name}, partition {label}: {len(lines)} data file(s) changed since they were committed; "
+            f"nothing was compacted. {'; '.join(lines[:5])}. Find the damage with validate_output, then restore "
+            "the table to before the file was written (recover_stream, target as_of).",
+            details={"table": location.name, "partition": label, "version": table.version(),
+                     "changed": [p.path for p in checked.problems]})
 
 
 def _raise_if_files_disagree(location: TableLocation, journal: Journal, partition: dict[str, str | None]) -> None:

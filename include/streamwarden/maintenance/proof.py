@@ -45,6 +45,7 @@ class Proof:
     before: Fingerprint
     after: Fingerprint
     differences: tuple[str, ...]
+    added_paths: tuple[str, ...] = ()  # the files the commit added
 
     @property
     def holds(self) -> bool:
@@ -79,7 +80,8 @@ def prove(location: TableLocation, version: int) -> Proof:
     differences = [*printed_before.problems, *printed_after.problems, *printed_before.differences(printed_after)]
     if len({json.dumps(a["partition"], sort_keys=True) for a in removed + added}) > 1:
         differences.append("the commit spans more than one partition")
-    return Proof(location.name, version, printed_before, printed_after, tuple(differences))
+    return Proof(location.name, version, printed_before, printed_after, tuple(differences),
+                 tuple(str(a["path"]) for a in added))
 
 
 def file_problems(location: TableLocation, version: int, partition: dict[str, str | None]) -> list[str]:

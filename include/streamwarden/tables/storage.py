@@ -1,25 +1,27 @@
-"""Whether the data files a table version lists are in storage at the size its log recorded.
+"""Whether the data files a table version lists are in storage at the size its log recorded, with their bytes.
 
 A file the Delta log lists can be gone or cut short under it: an operator's ``rm``, a bucket lifecycle rule, a
 disk that filled during a copy. A reader then fails on it (a BUG-looking "No such file" from deep inside
 pyarrow or DuckDB) instead of saying which file and what it held. :func:`check_files` lists the table's
 folder once (one recursive listing, cheap on an object store too) and compares each listed file's size with
 the add action's; each problem carries what the log's statistics say the file held (rows, topic, Kafka
-partitions and offsets), so the offsets at stake are named even though the file cannot be read.
+partitions and offsets), so the offsets at stake are named even though the file cannot be read. The files at
+their size can then be hashed against the digests recorded at their commits (:mod:`streamwarden.tables.content`):
+all of them, or those a chooser picks (validation's bounded share per run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
-from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
+from streamwarden.tables.content import ContentCheck, check_content, data_files, recorded_hashes
 from streamwarden.tables.location import TableLocation
 
 
@@ -29,6 +31,7 @@ class FileFault(StrEnum):
     MISSING = "missing"
     TRUNCATED = "truncated"  # shorter than its add action says
     GROWN = "grown"  # longer than its add action says (overwritten or appended to)
+    CHANGED = "changed"  # at its size, but its bytes hash to another digest than the one recorded at its commit
 
 
 @dataclass(frozen=True)
@@ -66,38 +69,66 @@ class FileProblem:
     found_bytes: int | None  # None when missing
     written_at: str | None  # when the file was written (its add action's modification time, UTC ISO-8601)
     held: HeldOffsets
+    digests: tuple[str, str] | None = None  # CHANGED: the recorded digest and the one found
 
     def line(self) -> str:
-        found = "" if self.found_bytes is None else f", {self.found_bytes:,} found"
         written = "" if self.written_at is None else f", written at {self.written_at}"
+        if self.digests is not None:
+            what = f"{self.digests[0]} recorded at its commit, {self.digests[1]} found"
+        else:
+            found = "" if self.found_bytes is None else f", {self.found_bytes:,} found"
+            what = f"{self.expected_bytes:,} bytes in the log{found}"
         return (f"data file {self.path} of {self.table} (listed at version {self.version}{written}) is "
-                f"{self.fault.value} in storage ({self.expected_bytes:,} bytes in the log{found}); it held "
-                f"{self.held.describe()}")
+                f"{self.fault.value} in storage ({what}); it held {self.held.describe()}")
 
 
-def check_files(table: DeltaTable, location: TableLocation) -> list[FileProblem]:
-    """Every data file ``table``'s version lists that storage lacks or holds at another size."""
-    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+Chooser = Callable[[Mapping[str, int]], Iterable[str]]
+"""Which of the files found whole (path -> size) to hash: all of them, or a bounded share."""
+
+
+@dataclass(frozen=True)
+class StorageCheck:
+    """What storage holds of a table version's files: the problems, and what the content check covered."""
+
+    problems: tuple[FileProblem, ...]
+    content: ContentCheck | None  # None: no file's content was checked
+    whole_files: int = 0  # files found at their size: those whose content could be checked
+    whole_bytes: int = 0
+
+
+def check_files(table: DeltaTable, location: TableLocation, choose: Chooser | None = None) -> StorageCheck:
+    """Every data file ``table``'s version lists that storage lacks or holds at another size, and of those at
+    their size, the ones ``choose`` picks whose bytes no longer hash to what their commit recorded."""
+    actions = {str(a["path"]): a for a in pa.table(table.get_add_actions(flatten=True)).to_pylist()}
     if not actions:
-        return []
+        return StorageCheck((), None)
     store, base = location.filesystem()
     with location.reaching():
-        listed = store.get_file_info(fs.FileSelector(base, recursive=True, allow_not_found=True))
-    prefix = base.rstrip("/") + "/"
-    sizes = {info.path.removeprefix(prefix): info.size for info in listed if info.type == fs.FileType.File}
-    problems = []
-    for action in actions:
-        path, expected = str(action["path"]), int(action["size_bytes"])
-        found = sizes.get(path)
+        sizes = data_files(store, base)
+    problems, whole = [], {}
+    for path, action in actions.items():
+        expected, found = int(action["size_bytes"]), sizes.get(path)
         if found == expected:
+            whole[path] = expected
             continue
         fault = FileFault.MISSING if found is None else FileFault.TRUNCATED if found < expected else FileFault.GROWN
-        written = action.get("modification_time")
-        problems.append(FileProblem(
-            location.name, table.version(), path, fault, expected, found,
-            None if written is None else datetime.fromtimestamp(int(written) / 1000, UTC).isoformat(timespec="seconds"),
-            held_offsets(action)))
-    return problems
+        problems.append(_problem(location, table, action, fault, found))
+    content = None
+    if choose is not None:
+        chosen = {path: whole[path] for path in choose(whole)}
+        content = check_content(location, chosen, recorded_hashes(location, table.version()))
+        problems += [replace(_problem(location, table, actions[changed.path], FileFault.CHANGED, whole[changed.path]),
+                             digests=(changed.expected, changed.found)) for changed in content.problems]
+    return StorageCheck(tuple(problems), content, len(whole), sum(whole.values()))
+
+
+def _problem(location: TableLocation, table: DeltaTable, action: Mapping[str, Any], fault: FileFault,
+             found: int | None) -> FileProblem:
+    written = action.get("modification_time")
+    return FileProblem(
+        location.name, table.version(), str(action["path"]), fault, int(action["size_bytes"]), found,
+        None if written is None else datetime.fromtimestamp(int(written) / 1000, UTC).isoformat(timespec="seconds"),
+        held_offsets(action))
 
 
 def held_offsets(action: Mapping[str, Any]) -> HeldOffsets:

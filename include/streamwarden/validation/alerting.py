@@ -17,9 +17,9 @@ from typing import Any
 from streamwarden.validation.findings import NEXT_ACTIONS, FindingClass
 from streamwarden.warden.alerts import Alert, step_failed_alert
 
-GRAVITY = (FindingClass.STORAGE, FindingClass.GAP, FindingClass.DUPLICATE, FindingClass.DATA_EXPIRED,
-           FindingClass.CHECKPOINT_MISMATCH, FindingClass.AUDIT_MISMATCH, FindingClass.EXPECTATION_FAILED,
-           FindingClass.STALE, FindingClass.EXPOSURE)
+GRAVITY = (FindingClass.INTEGRITY, FindingClass.STORAGE, FindingClass.GAP, FindingClass.DUPLICATE,
+           FindingClass.DATA_EXPIRED, FindingClass.CHECKPOINT_MISMATCH, FindingClass.AUDIT_MISMATCH,
+           FindingClass.EXPECTATION_FAILED, FindingClass.STALE, FindingClass.EXPOSURE)
 """Finding classes, gravest first: the alert's failure class is the first found."""
 EVIDENCE_SHOWN = 10
 
@@ -31,8 +31,8 @@ WARNINGS = frozenset({FindingClass.STALE, FindingClass.EXPOSURE})
 def trigger(finding_class: FindingClass, tables: list[str], sites: list[str] | None = None,
             written: list[str] | None = None) -> str:
     """The DAG to trigger for ``finding_class`` and its Params, as a sentence (``sites``: the topics found;
-    ``written``: when the damaged files of STORAGE findings were written)."""
-    if finding_class is FindingClass.STORAGE:
+    ``written``: when the damaged files of STORAGE and INTEGRITY findings were written)."""
+    if finding_class in (FindingClass.STORAGE, FindingClass.INTEGRITY):
         before = _just_before(min(written)) if written else "<a time before the damaged file was written>"
         return (f"unless the file can be put back, trigger recover_stream with Params "
                 f"{_params({'target': 'as_of', 'as_of': before, 'dry_run': True})} to see what it rolls back and "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from streamwarden.tables.storage import FileProblem
+from streamwarden.tables.storage import FileFault, FileProblem
 
 Interval = tuple[int, int]
 Row = TypeVar("Row")
@@ -20,6 +20,7 @@ Row = TypeVar("Row")
 class FindingClass(StrEnum):
     """Why a validation run failed."""
 
+    INTEGRITY = "INTEGRITY"  # a data file's bytes are not those hashed when it was committed
     STORAGE = "STORAGE"  # a data file the log lists is missing from storage or not at its recorded size
     GAP = "GAP"  # offsets the log records as committed that no table holds
     DUPLICATE = "DUPLICATE"  # an offset in both tables, a row twice, or rows no committed run claims
@@ -32,6 +33,14 @@ class FindingClass(StrEnum):
 
 
 NEXT_ACTIONS: dict[FindingClass, str] = {
+    FindingClass.INTEGRITY: (
+        "A data file's bytes changed after it was committed (a bit flipped on a disk, a hand edit, a bad copy): its "
+        "size and offsets still agree with the Delta log, so readers read its rows without error, but some values "
+        "are not the ones the stream wrote. Do not run maintain_tables on the table until it is repaired (its "
+        "compaction refuses the file anyway). Put the file back from a backup or the store's object versioning if "
+        "you can (same path; `sha256sum` must print the digest the finding names as recorded); otherwise trigger "
+        "recover_stream with as_of just before the time the file was written (named in the finding): it rolls "
+        "the table back to before that file and replays its offsets from Kafka while Kafka still holds them."),
     FindingClass.STORAGE: (
         "A data file the Delta log lists is gone from storage or cut short (an rm, a lifecycle rule, a failed "
         "copy): readers of the table fail on it, and the rows it held are missing (their offsets are the GAP "
@@ -90,7 +99,8 @@ class Finding:
     ranges: tuple[Interval, ...]  # the offsets concerned, [start, end) (the first few)
     count: int  # offsets (or, for repeated rows, extra rows) concerned, exactly
     detail: str
-    written_at: str | None = None  # STORAGE: when the damaged file was written (a recovery goes back before it)
+    # STORAGE, INTEGRITY: when the damaged file was written (a recovery goes back before it)
+    written_at: str | None = None
 
     @property
     def next_action(self) -> str:
@@ -128,11 +138,13 @@ class Outcome(Generic[Row]):
 
 
 def storage_finding(problem: FileProblem) -> Finding:
-    """The STORAGE finding of one data file storage lacks or holds damaged: the Kafka partition and offsets
-    its add action's statistics name (the whole topic, ``-1``, when it held several partitions)."""
+    """The finding of one data file storage lacks or holds damaged (STORAGE; INTEGRITY when it is whole but its
+    bytes changed): the Kafka partition and offsets its add action's statistics name (the whole topic, ``-1``,
+    when it held several partitions)."""
     held = problem.held
     single = held.partitions is not None and held.partitions[0] == held.partitions[1]
     partition = held.partitions[0] if single and held.partitions is not None else -1
     ranges = (held.offsets,) if single and held.offsets is not None else ()
-    return Finding(FindingClass.STORAGE, problem.table, held.topic or "", partition, ranges, held.rows or 0,
+    finding_class = FindingClass.INTEGRITY if problem.fault is FileFault.CHANGED else FindingClass.STORAGE
+    return Finding(finding_class, problem.table, held.topic or "", partition, ranges, held.rows or 0,
                    problem.line(), problem.written_at)

@@ -22,6 +22,7 @@ from streamwarden.durations import duration_text
 from streamwarden.restarts.sessions import SiteSessions
 from streamwarden.validation.agreement import CheckpointPosition
 from streamwarden.validation.audit import HourCount
+from streamwarden.validation.content import ContentCoverage
 from streamwarden.validation.coverage import PartitionCoverage
 from streamwarden.validation.findings import Finding
 from streamwarden.validation.request import Check
@@ -49,6 +50,7 @@ class ValidationReport:
     data_docs_pages: dict[str, str] = field(default_factory=dict)  # batch validated -> its page of this run
     sites: tuple[SiteSessions, ...] = ()  # check 5: every site's sessions
     exposure_limit: float | None = None  # check 5's limit (seconds); None: no restart schedule
+    content: tuple[ContentCoverage, ...] = ()  # check 6: what each table's content check hashed
 
     @property
     def passed(self) -> bool:
@@ -72,7 +74,7 @@ class ValidationReport:
                 "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes),
                 "data_docs": self.data_docs, "data_docs_pages": dict(self.data_docs_pages),
-                "exposure": self.exposure_json()}
+                "exposure": self.exposure_json(), "content": [asdict(c) for c in self.content]}
 
     def exposure_json(self) -> dict[str, Any]:
         """Check 5's figures: the limit and every site's sessions and exposure at the end of the run."""
@@ -87,7 +89,8 @@ class ValidationReport:
                 "findings_total": len(self.findings),
                 "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
                 "report": None if report_path is None else str(report_path), "data_docs": self.data_docs,
-                "data_docs_pages": dict(self.data_docs_pages), "exposure": self.exposure_json()}
+                "data_docs_pages": dict(self.data_docs_pages), "exposure": self.exposure_json(),
+                "content": [c.line() for c in self.content]}
 
     def text(self) -> str:
         """The report as a fixed-width table for a person, then the findings and the next actions."""
@@ -118,6 +121,7 @@ class ValidationReport:
         if self.hours:
             mismatched = sum(h.kafka != h.tables for h in self.hours)
             text.append(f"audit: {len(self.hours):,} topic-partition hours compared with Kafka, {mismatched:,} differ")
+        text.extend(f"content: {c.line()}" for c in self.content)
         text.extend(f"  {f.line()}" for f in self.findings)
         for finding in {f.finding_class: f for f in self.findings}.values():
             text.append(f"next action ({finding.finding_class.value}): {finding.next_action}")

@@ -34,6 +34,7 @@ class Check(StrEnum):
     AUDIT = "audit"  # 4: per-hour counts in Kafka against the tables
     EXPECTATIONS = "expectations"  # data checks (Great Expectations)
     EXPOSURE = "exposure"  # 5: each site's time since a clean session start, against the restart schedule
+    CONTENT = "content"  # 6: data files' bytes against the hashes recorded at their commits
 
 
 PRESENT_ONLY = frozenset({Check.CHECKPOINT, Check.KAFKA, Check.AUDIT, Check.EXPOSURE})

@@ -50,6 +50,10 @@ class ValidationSettings(BaseSettings):
     freshness: float = Field(3600.0, ge=0, description="The newest row of each topic-partition (its event time in "
                              "session_rows, its Kafka timestamp in quarantine and records) at most this old, or STALE "
                              "(none: not checked).")
+    content_mib: int = Field(0, ge=0, description="MiB of data files each run hashes against the digests "
+                             "recorded at their commits (check 6), each table from where the previous run stopped, "
+                             "so every file is checked once every (table size / this) runs; 0: every file, every "
+                             "run.")
     quarantine_share: float = Field(1.0, ge=0, le=1, description="Largest share of a topic-partition's offsets "
                                     "in quarantine, e.g. 0.01 (1%); more is EXPECTATION_FAILED. 1 (the default): "
                                     "shown in the Data Docs, never a finding.")

@@ -23,7 +23,7 @@ from streamwarden.tables.commits import commit_info
 from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.reading import dataset
-from streamwarden.tables.storage import FileProblem, check_files
+from streamwarden.tables.storage import Chooser, StorageCheck, check_files
 
 
 @dataclass
@@ -36,13 +36,14 @@ class PinnedTable:
     _runs: dict[TopicPartition, list[Interval]] = field(default_factory=dict)
     left_out: frozenset[str] = frozenset()  # listed files storage lacks or holds damaged: not read
 
-    def check_storage(self) -> list[FileProblem]:
-        """The pinned version's data files storage lacks or holds at another size (:mod:`~streamwarden.tables.
-        storage`); they are left out of :meth:`dataset` from then on, so the checks read the rest and the offsets
-        those files held show as a GAP."""
-        problems = check_files(self.table, self.location)
-        self.left_out = frozenset(problem.path for problem in problems)
-        return problems
+    def check_storage(self, choose: Chooser | None = None) -> StorageCheck:
+        """The pinned version's data files storage lacks or holds at another size, and of the others those
+        ``choose`` picks whose bytes changed (:mod:`~streamwarden.tables.storage`); they are left out of
+        :meth:`dataset` from then on, so the checks read the rest and the offsets those files held show as a
+        GAP."""
+        checked = check_files(self.table, self.location, choose)
+        self.left_out = frozenset(problem.path for problem in checked.problems)
+        return checked
 
     @property
     def name(self) -> str:

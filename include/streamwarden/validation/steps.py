@@ -3,7 +3,9 @@
 1. The checkpoint's committed position is read, then every table of the pipeline is pinned at its newest
    version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
 2. Every data file the pinned versions list is looked for in storage at its recorded size (a STORAGE finding
-   each, the file left out of the reads: :mod:`streamwarden.tables.storage`); check 1, offsets covered without
+   each, the file left out of the reads: :mod:`streamwarden.tables.storage`), and check 6 hashes the files
+   found whole, all or a share per run (:mod:`.content`), against the digests recorded at their commits (an
+   INTEGRITY finding each, the file left out too); check 1, offsets covered without
    gap or duplicate (:mod:`.coverage`); check 2, the checkpoint against the
    tables (:mod:`.agreement`); check 3, Kafka (:mod:`.upstream`) and check 4, the per-hour audit
    (:mod:`.audit`), unless turned off or the broker is down (a note then, not a finding); check 5, each
@@ -39,6 +41,7 @@ from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import pipeline_tables
 from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
+from streamwarden.validation.content import ContentShare
 from streamwarden.validation.coverage import PartitionCoverage, check_coverage
 from streamwarden.validation.exposure import Exposure, check_exposure
 from streamwarden.validation.findings import Finding, storage_finding
@@ -90,7 +93,12 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     notes += [f"check {c.value} skipped: {skipped_because(c, validation)}" for c in Check if c not in request.checks]
     upstream: tuple[PartitionUpstream, ...] = ()
     hours: tuple[HourCount, ...] = ()
-    findings = [storage_finding(problem) for table in tables for problem in table.check_storage()]
+    folder = validation_folder(settings.root("run"))
+    shares = {t.name: ContentShare.of(folder, t.name, validation.content_mib) for t in tables}
+    storage = {t.name: t.check_storage(shares[t.name].choose if request.wants(Check.CONTENT) else None)
+               for t in tables}
+    findings = [storage_finding(problem) for checked in storage.values() for problem in checked.problems]
+    content = tuple(covered for name, checked in storage.items() if (covered := shares[name].coverage(name, checked)))
     with duckdb.connect() as con:
         coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
                                   more_partitions=() if request.pinned else position.committed, connection=con)
@@ -122,7 +130,7 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), made, {t.name: t.version for t in tables},
                             None if request.pinned else position, coverage.partitions, upstream, hours,
                             tuple(findings), tuple(notes), None if docs is None else str(docs), pages,
-                            exposure.sites, exposure.limit)
+                            exposure.sites, exposure.limit, content)
 
 
 def _import_in_background() -> threading.Thread:

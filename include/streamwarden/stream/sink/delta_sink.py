@@ -39,7 +39,8 @@ Protocol for one batch and one table:
    that extend them by the batch's ``covers`` and count the commit on each topic-partition it covers
    (:mod:`streamwarden.tables.committed`).
 4. Commits the files (``AddAction``) and the transactions in one Delta commit, built on the snapshot
-   step 3 read; its commit info names the batch id, key, ranges and query id. A commit of another writer
+   step 3 read; its commit info names the batch id, key, ranges and query id, and each file's content hash
+   (:mod:`streamwarden.tables.content`: the file read once more, whole). A commit of another writer
    on one of the batch's topic-partitions since that snapshot makes delta-rs fail this one (the same app
    id): :class:`ConcurrentWriterError` too. Before this step the batch is invisible to every Delta reader;
    after it, whole.
@@ -81,6 +82,7 @@ from streamwarden.stream.sink.ranges import (
     uncommitted,
 )
 from streamwarden.tables.committed import Runs, TopicPartition, partitions_of
+from streamwarden.tables.content import file_digest, hashes_metadata
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import chaos_point
@@ -200,6 +202,8 @@ class DeltaSink:
         files = _written_files(store, f"{table_path}/{batch_folder(plan.key)}")
         written = [self._add_action(store, table_path, info) for info in files]
         actions: list[AddAction | RemoveAction] = [action for action in written if action is not None]
+        hashes = hashes_metadata({action.path: file_digest(store, f"{table_path}/{action.path}")
+                                  for action in actions if isinstance(action, AddAction)})
         self.table.update_incremental()
         runs = self._runs(partitions_of(plan.ranges))
         if uncommitted(plan.ranges, runs.index()) != plan.covers:
@@ -213,6 +217,7 @@ class DeltaSink:
                     "streamwarden.ranges": json.dumps(ranges_to_json(plan.ranges), sort_keys=True)}
         if plan.query_id is not None:
             metadata["streamwarden.query_id"] = plan.query_id
+        metadata |= hashes
         properties = CommitProperties(app_transactions=transactions, custom_metadata=metadata)
         try:
             self.table.create_write_transaction(actions, mode="append", schema=self.schema,
