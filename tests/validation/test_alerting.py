@@ -113,3 +113,15 @@ def test_a_damaged_file_names_recover_stream_as_of_just_before_the_oldest_one_wa
     assert params[0] == {"target": "as_of", "as_of": "2026-11-27T10:00:04+00:00", "dry_run": True}
     assert request_from_params(params[0], load_settings(home=tmp_path)).target is Target.AS_OF
     assert Finding.from_json(older.to_json()) == older  # the time travels with the report
+
+
+def test_a_changed_file_is_the_gravest_and_names_recover_stream_as_of_just_before_it_was_written(
+        tmp_path: Path) -> None:
+    changed = Finding(FindingClass.INTEGRITY, "session_rows", "sites-a", 0, ((50, 100),), 12, "changed",
+                      "2026-11-27T10:00:05+00:00")
+    missing = Finding(FindingClass.STORAGE, "session_rows", "sites-a", 1, (), 3, "missing", "2026-11-27T11:00:00+00:00")
+    alert = findings_alert(_summary(missing, changed), source="v/1", last_pass="p0")
+    assert alert.failure_class == "INTEGRITY" and alert.severity == "critical"
+    params = _recover_stream_params(alert.next_action)
+    assert params[0] == {"target": "as_of", "as_of": "2026-11-27T10:00:04+00:00", "dry_run": True}
+    assert "INTEGRITY: A data file's bytes changed after it was committed" in alert.next_action
