@@ -127,8 +127,11 @@ def test_clean_tables_pass_and_the_report_links_the_data_docs(settings: Settings
     assert summary["data_docs"] == str(docs) and summary["data_docs_pages"]["partitions"].endswith(".html")
     assert f"Data Docs: {docs}" in report.text()
     index = docs.read_text()
-    for batch in ("session_rows", "quarantine", "partitions"):
-        assert batch in index
+    for page in report.data_docs_pages.values():  # each page linked from a plain HTML table, no script needed
+        assert f'<a href="{Path(page).relative_to(docs.parent).as_posix()}">' in index
+    assert "<script" not in index
+    for page in docs.parent.rglob("*.html"):  # nothing fetched from another host: readable offline
+        assert not re.search(r"<(link|script|img)\b[^>]*(href|src)=\"(https?:)?//", page.read_text()), page
 
 
 def test_each_expectation_of_the_suite_fails_naming_its_offsets(settings: Settings) -> None:

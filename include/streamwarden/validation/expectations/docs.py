@@ -1,9 +1,9 @@
 """The Data Docs of a run: its validation results stored in the context, the HTML site built under a folder.
 
 The site is ``<run_root>/data_docs/`` (:func:`docs_folder`); each run adds one page per validated batch
-(``validations/<suite>/<run id>/...html``) and rebuilds ``index.html``, which lists this run's pages (the
-context is ephemeral; pages of earlier runs stay on disk for the alerts that link them, those older than
-:data:`KEEP_DAYS` days are deleted).
+(``validations/<suite>/<run id>/...html``); the pages are then made readable offline and ``index.html`` lists
+every run's pages on disk (:mod:`.offline`; pages of earlier runs stay for the alerts that link them, those
+older than :data:`KEEP_DAYS` days are deleted).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from streamwarden.validation.expectations.gx import (
     RunIdentifier,
     ValidationResultIdentifier,
 )
+from streamwarden.validation.expectations.offline import make_offline
 
 KEEP_DAYS = 30
 """Validation pages older than this are deleted when the site is built."""
@@ -63,8 +64,10 @@ def build(ctx: EphemeralDataContext, folder: Path, keys: dict[str, ValidationRes
     """Build the site in ``folder`` from what the context holds; the index and this run's pages."""
     folder.mkdir(parents=True, exist_ok=True)
     _delete_old_pages(folder)
+    started = time.time() - 1  # a file system's times may be coarser than the clock's
     with _render_errors() as errors:
         ctx.build_data_docs(site_names=[SITE])
+    make_offline(folder, since=started)
     pages, missing = {}, {}
     for name, key in keys.items():
         urls = ctx.get_docs_sites_urls(resource_identifier=key, site_name=SITE)
