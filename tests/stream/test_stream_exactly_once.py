@@ -20,6 +20,8 @@ from pyspark.sql import functions as F
 from streamwarden.local.broker import LocalBroker
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.heartbeat import read_heartbeat
+from streamwarden.tables.content import check_content, recorded_hashes
+from streamwarden.tables.location import RECORDS, TableLocation
 from streamwarden.testing.faults import CHAOS_ENV
 from streamwarden.validation.exactly_once import verify_table
 from support import StreamProcess, expected_ranges, produce_raw, stream_env
@@ -84,12 +86,18 @@ def test_million_offsets_exactly_once_through_kill9(
     assert job.stop() == 0, job.log_tail()
     assert offset_batches(checkpoint)[-1] == commit_batches(checkpoint)[-1]
 
-    table = job.settings.root("output") / "records"
+    table = job.settings.root("output") / RECORDS
     for reader in ("deltalake", "polars", "duckdb"):
         report = verify_table(table, expected_ranges(ends), reader=reader)
         assert report.ok, report.summary()
         assert report.rows == MESSAGES
     assert_exactly_once_with_spark(spark, table, ends)
+    # every file the table lists, through the kill -9s, has the content hash its commit recorded
+    location = TableLocation.of(job.settings, RECORDS)
+    sizes = {str(a["path"]): int(a["size_bytes"])
+             for a in pa.table(location.open().get_add_actions(flatten=True)).to_pylist()}
+    content = check_content(location, sizes, recorded_hashes(location, location.open().version()))
+    assert (content.checked, content.problems, content.unrecorded) == (len(sizes), (), ())
 
     files = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
     rows_per_batch: dict[str, int] = {}
