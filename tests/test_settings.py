@@ -62,6 +62,10 @@ def test_yaml_file_is_read_and_environment_wins(monkeypatch: pytest.MonkeyPatch,
     ("starting_offsets", '{"bad topic!": {"0": 1}}', "not a valid Kafka topic name"),
     ("max_offsets_per_trigger", "0", "greater than 0"),
     ("output_partition_by", "topic,minute", "allowed: topic, date, hour"),
+    ("shuffle_partitions", "100000000000", "less than or equal to 10000"),
+    ("spark_conf", '{"spark.sql.shuffle.partitions": "100000000000"}', "a whole number from 1 to 10,000"),
+    ("output_root", "~nosuchuser/x", "~nosuchuser names no user"),
+    ("home", "~nosuchuser/x", "~nosuchuser names no user"),
 ])
 def test_invalid_setting_names_the_variable_and_the_allowed_values(name: str, value: str, says: str) -> None:
     with pytest.raises(SettingsError) as error:
@@ -175,7 +179,7 @@ def test_shuffle_partitions_given_to_spark_through_spark_conf_are_the_state_part
     assert given.state_buckets == 40
     assert spark_conf(given)["spark.sql.shuffle.partitions"] == spark_conf(given)["spark.default.parallelism"] == "5"
     for bad in ("x", "0", "-2"):
-        with pytest.raises(ValueError, match=r"spark\.sql\.shuffle\.partitions must be a positive whole number"):
+        with pytest.raises(ValueError, match=r"spark\.sql\.shuffle\.partitions must be a whole number from 1"):
             Settings(spark_conf={"spark.sql.shuffle.partitions": bad})
 
 

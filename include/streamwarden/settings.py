@@ -55,6 +55,8 @@ SECRET_FIELDS = frozenset({"kafka_config", "spark_conf", "storage_options"})
 """Settings whose values may hold credentials: never echoed in an error, a repr or a log line."""
 SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 """The Spark setting a ``spark_conf`` may name over ``shuffle_partitions`` (see ``state_partitions``)."""
+MAX_PARTITIONS = 10_000
+"""The most shuffle (and state) partitions: each is a state store and a task in every micro-batch."""
 SiblingSettings = TypeVar("SiblingSettings", bound=BaseSettings)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -133,8 +135,8 @@ class Settings(BaseSettings):
     )
     query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     shuffle_partitions: int | None = Field(
-        None, gt=0, description="Spark's shuffle and state partitions of a new checkpoint (unset: one per core of a "
-        "local[N] master, 8 on a cluster); a checkpoint keeps the number it started with.")
+        None, gt=0, le=MAX_PARTITIONS, description="Spark's shuffle and state partitions of a new checkpoint (unset: "
+        "one per core of a local[N] master, 8 on a cluster); a checkpoint keeps the number it started with.")
     storage_options: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False,
         description="Options of the output tables' object store, passed to delta-rs (JSON in the env).")
@@ -225,8 +227,9 @@ class Settings(BaseSettings):
     @classmethod
     def _spark_conf(cls, value: dict[str, str]) -> dict[str, str]:
         partitions = value.get(SHUFFLE_PARTITIONS_KEY)
-        if partitions is not None and not (partitions.strip().isdigit() and int(partitions) > 0):
-            raise ValueError(f"{SHUFFLE_PARTITIONS_KEY} must be a positive whole number, not {partitions!r}")
+        if partitions is not None and not (partitions.strip().isdigit() and 0 < int(partitions) <= MAX_PARTITIONS):
+            raise ValueError(f"{SHUFFLE_PARTITIONS_KEY} must be a whole number from 1 to {MAX_PARTITIONS:,}, not "
+                             f"{partitions!r}")
         return value
 
     @field_validator("bootstrap_servers")
@@ -368,13 +371,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _roots(self) -> Settings:
-        home = self.home.expanduser().absolute()
+        home = _expanded(self.home, "home").absolute()
         folders = ["home"]
         for name in ("output_root", "checkpoint_root", "state_root", "run_root"):
             value = getattr(self, name)
             if isinstance(value, str):  # an object-store URI, normalized by _output_root
                 continue
-            resolved = (home / name.removesuffix("_root")) if value is None else Path(value).expanduser()
+            resolved = (home / name.removesuffix("_root")) if value is None else _expanded(Path(value), name)
             object.__setattr__(self, name, resolved.absolute())
             folders.append(name)
         object.__setattr__(self, "home", home)
@@ -446,6 +449,15 @@ class Settings(BaseSettings):
                 text = str(value)
             env[f"{ENV_PREFIX}{name.upper()}"] = text
         return env
+
+
+def _expanded(path: Path, name: str) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded, or a ValueError naming the setting."""
+    try:
+        return path.expanduser()
+    except RuntimeError as exc:  # ~user of a user this machine does not have
+        raise ValueError(f"invalid setting {ENV_PREFIX}{name.upper()}={str(path)!r}: {path.parts[0]} names no "
+                         "user whose home folder this machine knows; give an absolute path") from exc
 
 
 def load_settings(**overrides: Any) -> Settings:

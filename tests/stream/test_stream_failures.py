@@ -33,11 +33,14 @@ def test_invalid_kafka_client_setting_is_config(broker: LocalBroker, tmp_path: P
     assert "no.such.property" in str(failure["message"])
 
 
-def test_unreachable_broker_is_environment_past_the_broker_timeout(tmp_path: Path) -> None:
-    env = {**stream_env(tmp_path, f"127.0.0.1:{free_port()}", "nothing-.*"), "STREAMWARDEN_BROKER_TIMEOUT": "8s"}
-    failure = run_to_failure(StreamProcess(env, tmp_path / "log"), FailureClass.ENVIRONMENT)
-    assert "has not answered the source's queries for" in str(failure["message"])
-    assert "(brokerTimeout 8s): cannot list topics" in str(failure["message"])
+def test_unreachable_broker_is_environment_before_spark_starts(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**stream_env(tmp_path, f"127.0.0.1:{port}", "nothing-.*"), "STREAMWARDEN_BROKER_TIMEOUT": "8s"}
+    job = StreamProcess(env, tmp_path / "log")
+    failure = run_to_failure(job, FailureClass.ENVIRONMENT)
+    assert f"the broker at 127.0.0.1:{port} did not answer within 8s before the stream started" in str(
+        failure["message"])
+    assert "SparkContext" not in job.log_path.read_text(errors="replace")  # not Spark's start and tracebacks
 
 
 def test_output_in_the_manifest_layout_of_an_earlier_release_is_config(broker: LocalBroker, tmp_path: Path) -> None:

@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass, FailureDocument, classify
+from streamwarden.failures import (
+    EXIT_ALREADY_RUNNING,
+    EXIT_CODES,
+    EnvironmentFailure,
+    FailureClass,
+    FailureDocument,
+    classify,
+)
 from streamwarden.logs.bounds import LogBounds
 from streamwarden.logs.log4j2 import write_log4j2_config
 from streamwarden.logs.python_logging import configure_job_logging
@@ -86,11 +93,36 @@ def run_stream(settings: Settings) -> int:
         lease.release()
 
 
+BROKER_LOOK_S = 30.0
+"""The longest the look at the broker before Spark starts waits for an answer (or ``broker_timeout`` if less)."""
+
+
 def check_before_spark(settings: Settings) -> None:
     """What can be checked without Spark, checked before Spark starts: the session handler loads, implements
-    the interface, and its columns do not clash with the framework's (a CONFIG failure, not a BUG later)."""
+    the interface, and its columns do not clash with the framework's (a CONFIG failure, not a BUG later); the
+    broker answers a metadata request (ENVIRONMENT in one line, instead of Java and Python tracebacks once
+    Spark has started; the warden restarts the stream with its backoff)."""
     if settings.pipeline == "sessions":
         load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
+    look_at_broker(settings, timeout=min(BROKER_LOOK_S, settings.broker_timeout))
+
+
+def look_at_broker(settings: Settings, timeout: float) -> None:
+    """One metadata request to the broker, answered within ``timeout`` seconds, or :class:`EnvironmentFailure`."""
+    from confluent_kafka import KafkaException
+
+    from streamwarden.kafka.admin import metadata_consumer
+
+    consumer = metadata_consumer(settings.kafka_client_config())
+    try:
+        consumer.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise EnvironmentFailure(
+            f"the broker at {settings.bootstrap_servers} did not answer within {timeout:.0f}s before the stream "
+            f"started ({exc.args[0].str() if exc.args else exc}): check STREAMWARDEN_BOOTSTRAP_SERVERS and that "
+            "the broker is up") from None
+    finally:
+        consumer.close()
 
 
 def _run(settings: Settings) -> int:
