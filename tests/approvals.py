@@ -6,7 +6,8 @@ Two ways, one protocol (the HITL REST endpoints of Airflow's public API):
   "Waiting for Human-in-the-loop input"). A thread in the same process waits for the request in the same
   metadata DB and answers it through Airflow's own API app (``TestClient(create_app())``), signed in as an
   admin with a token the app's auth manager issues; the run then goes on.
-- ``answer_over_rest``: for a real api-server (``airflow standalone``), through a logged-in ``AirflowApi``.
+- ``answer_over_rest``: for a real api-server (``airflow standalone``), through a logged-in ``AirflowApi``;
+  ``answer_in_browser``: the same wait, then the option's button clicked in the UI (:mod:`browser`).
 
 Both record what the person was shown (subject, body, options), so a test can assert the plan was there.
 """
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -101,10 +103,34 @@ def answer_over_rest(api: AirflowApi, dag_id: str, run_id: str, task_id: str, op
 
     Raises AssertionError when the run ends first (it never asked) or nothing asks within ``timeout``.
     """
-    def call(method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
-        return api.call(method, path, body)
-
     approval = Approval(dag_id, task_id, option, run_id=run_id)
+    _answer(api.call, approval, _asking(api.call, dag_id, run_id, task_id, settled=settled, timeout=timeout))
+    assert approval.answered, approval.error
+    return approval
+
+
+def answer_in_browser(api: AirflowApi, driver: Any, base: str, shots: Path, *, dag_id: str, run_id: str,
+                      task_id: str, option: str, settled: Callable[[], bool] = lambda: True,
+                      timeout: float = 300) -> Approval:
+    """As :func:`answer_over_rest`, but the answer is given as a person gives it: ``option``'s button clicked on
+    the task's "Required Actions" tab in a logged-in browser. What the request showed and the recorded answer are
+    read back over REST (``status``: of that read)."""
+    from browser import choose_in_ui
+
+    detail = _asking(api.call, dag_id, run_id, task_id, settled=settled, timeout=timeout)
+    approval = Approval(dag_id, task_id, option, run_id=run_id, subject=detail.get("subject"),
+                        body=detail.get("body"), options=list(detail.get("options") or []))
+    choose_in_ui(driver, base, shots, dag_id=dag_id, run_id=run_id, task_id=task_id, option=option)
+    approval.status, approval.answer = api.call("GET", detail_path(dag_id, run_id, task_id), None)
+    recorded = approval.answer if isinstance(approval.answer, dict) else {}
+    assert recorded.get("response_received") and recorded.get("chosen_options") == [option], recorded
+    return approval
+
+
+def _asking(call: Call, dag_id: str, run_id: str, task_id: str, *, settled: Callable[[], bool],
+            timeout: float) -> dict[str, Any]:
+    """The request of ``task_id`` in ``run_id`` once it waits for its answer and ``settled()`` holds; an
+    AssertionError when the run ends first (it never asked) or nothing asks within ``timeout``."""
     deadline = time.monotonic() + timeout
     while (detail := _pending(call, dag_id, run_id, task_id, None)) is None or not settled():
         state = _run_state(call, dag_id, run_id)
@@ -113,9 +139,7 @@ def answer_over_rest(api: AirflowApi, dag_id: str, run_id: str, task_id: str, op
         if time.monotonic() > deadline:
             raise AssertionError(f"{task_id} of {dag_id}/{run_id} did not ask within {timeout}s (run {state})")
         time.sleep(1)
-    _answer(call, approval, detail)
-    assert approval.answered, approval.error
-    return approval
+    return detail
 
 
 def in_process_client() -> Call:

@@ -1,16 +1,22 @@
 """``recover_stream`` end to end, as an operator runs it: the real stream on the real broker, ``airflow standalone``
-on a loopback port, every run triggered and the approval answered through the REST API.
+on a loopback port, and a real browser (headless Chromium) in Airflow's UI: every run triggered from the DAG's
+Trigger form, every approval answered on its "Required Actions" tab.
 
 1. the stream lands a first batch of records and one validation passes: its versions become the last validated;
 2. more records land (newer versions, the ones a roll-back undoes);
-3. a dry run succeeds and changes nothing: the tables' versions, the checkpoint folder, the running stream;
-4. a real run to ``last_validated`` shows the plan in its approval request, is approved over REST and succeeds:
-   the tables hold the validated version's rows plus the replayed ones, every offset the broker holds exactly once,
-   and the run's own validation passed.
+3. a dry run, the form submitted with every default, succeeds and changes nothing: the tables' versions, the
+   checkpoint folder, the running stream;
+4. a real run to ``last_validated`` (the form's dry-run switch turned off) shows the plan in its approval request,
+   is approved in the UI and succeeds: the tables hold the validated version's rows plus the replayed ones, every
+   offset the broker holds exactly once, and the run's own validation passed;
+5. another real run is rejected in the UI: reported as rejected by the admin, nothing changed;
+6. each of the other five DAGs is triggered from its form with its defaults (``upgrade_stream`` with a release
+   picked): each run carries the defaults as its conf and its Params are accepted.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -23,7 +29,8 @@ from deltalake import DeltaTable
 from streamwarden_bench.replay import OFFSET_COLUMNS, caught_up
 
 from airflow_server import AirflowServer
-from approvals import answer_over_rest
+from approvals import answer_in_browser
+from browser import chromium_and_driver, headless_chromium, log_in, trigger_from_form
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS
@@ -70,9 +77,15 @@ def _validate(env: dict[str, str], log: Path) -> None:
     assert code == 0, log.read_text(errors="replace")[-4000:]
 
 
-def test_recover_stream_dry_run_then_approved_over_rest(
+OTHER_DAGS = ("stream_supervisor", "maintain_tables", "validate_output", "restart_sessions", "upgrade_stream")
+RELEASE = "tuned"
+
+
+def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_triggered_from_its_form(
         broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path) -> None:
+    chromium_and_driver()  # skip at once, saying why, without the browser
     started = time.monotonic()
+    shots = tmp_path / "screenshots"
     topics = topic_factory(2, partitions=2)
     pattern = f"{topics[0].rsplit('-', 1)[0]}-.*"
     env = stream_env(tmp_path / "home", broker.bootstrap_servers, pattern, warden_startup_grace="150s",
@@ -80,8 +93,12 @@ def test_recover_stream_dry_run_then_approved_over_rest(
     first = produce_raw(broker.bootstrap_servers, topics, 3_000)
     job = StreamProcess(env, tmp_path / "stream.log").start()
     settings = job.settings
+    releases = settings.home / "releases"  # installed before Airflow parses upgrade_stream, whose form offers it
+    releases.mkdir(parents=True, exist_ok=True)
+    (releases / f"{RELEASE}.yaml").write_text("trigger_interval: 2s\n")
     table = settings.root("output") / RECORDS
     seconds: dict[str, float] = {}
+    driver = None
     try:
         with AirflowServer(tmp_path / "airflow", env) as airflow:
             # 1. a first batch lands and is validated (while Airflow comes up)
@@ -99,15 +116,20 @@ def test_recover_stream_dry_run_then_approved_over_rest(
             job.wait_until(lambda: job.caught_up(more), 240, "the second records")
             assert _version(table) > target
 
-            api = airflow.ready(DAG_ID)
+            api = airflow.ready(DAG_ID, *OTHER_DAGS)
             assert api.import_errors() == []
+            base = f"http://127.0.0.1:{airflow.port}"
+            driver = headless_chromium()
+            log_in(driver, base, json.loads((airflow.home / "simple_auth_manager_passwords.json.generated")
+                                            .read_text())["admin"], shots)
             seconds["airflow ready"] = time.monotonic() - started
 
-            # 3. a dry run: the plan, and nothing changed
+            # 3. a dry run from the form as it opens (every Param at its default): the plan, and nothing changed
             before = {"version": _version(table), "checkpoint": _listing(settings.checkpoint_location),
                       "pid": _holder_pid(settings)}
             assert before["pid"] is not None
-            dry = airflow.trigger(DAG_ID, {"target": "last_validated", "dry_run": True, "reason": "e2e: dry run"})
+            dry = trigger_from_form(driver, base, DAG_ID, shots)
+            assert airflow.run(DAG_ID, dry)["conf"] == _defaults(api, DAG_ID)
             assert airflow.wait_run(DAG_ID, dry, 240)["state"] == "success", airflow.task_states(DAG_ID, dry)
             states = airflow.task_states(DAG_ID, dry)
             assert states["check_params"] == states["plan_recovery"] == states["report_and_alert"] == "success"
@@ -118,11 +140,14 @@ def test_recover_stream_dry_run_then_approved_over_rest(
             assert after == before
             seconds["dry run"] = time.monotonic() - started
 
-            # 4. for real: approved over REST
-            run_id = airflow.trigger(DAG_ID, {"target": "last_validated", "dry_run": False,
-                                              "reason": "e2e: roll back to the last validated version"})
-            approval = answer_over_rest(api, DAG_ID, run_id, "approve", "Approve", timeout=240,
-                                        settled=lambda: airflow.parked(DAG_ID, run_id, "approve"))
+            # 4. for real (the form's dry-run switch off, a reason typed): approved in the UI
+            reason = "e2e: roll back to the last validated version"
+            run_id = trigger_from_form(driver, base, DAG_ID, shots, switch=("dry_run",), text={"reason": reason})
+            assert airflow.run(DAG_ID, run_id)["conf"] == {**_defaults(api, DAG_ID), "dry_run": False,
+                                                           "reason": reason}
+            approval = answer_in_browser(api, driver, base, shots, dag_id=DAG_ID, run_id=run_id, task_id="approve",
+                                         option="Approve", timeout=240,
+                                         settled=lambda: airflow.parked(DAG_ID, run_id, "approve"))
             assert approval.body is not None
             assert "| table | newest | restore to |" in approval.body and f"| {RECORDS} |" in approval.body
             assert "| topic | partition | resume at |" in approval.body
@@ -153,15 +178,62 @@ def test_recover_stream_dry_run_then_approved_over_rest(
             assert report["outcome"] == "recovered and validated", report
             assert report["validation"]["passed"], report["validation"]
             assert Path(report["report"]).is_file() and Path(report["report"]).parent.parent.name == "recoveries"
+            seconds["checked"] = time.monotonic() - started
+
+            # 5. another real run, rejected in the UI: told as such, nothing changed
+            pid, version = _holder_pid(settings), _version(table)
+            rejected = trigger_from_form(driver, base, DAG_ID, shots, switch=("dry_run",),
+                                         text={"reason": "e2e: no"})
+            answer_in_browser(api, driver, base, shots, dag_id=DAG_ID, run_id=rejected, task_id="approve",
+                              option="Reject", timeout=240,
+                              settled=lambda: airflow.parked(DAG_ID, rejected, "approve"))
+            assert airflow.wait_run(DAG_ID, rejected, 240)["state"] == "success"
+            states = airflow.task_states(DAG_ID, rejected)
+            assert states["approve"] == states["report_and_alert"] == "success", states
+            assert {states[t] for t in CHANGES if t != "approve"} == {"skipped"}, states
+            told = airflow.xcom(DAG_ID, rejected, "report_and_alert")
+            assert told["outcome"].startswith("not approved: rejected by admin at "), told  # not "no answer"
+            assert (_holder_pid(settings), _version(table)) == (pid, version)
+            seconds["rejected"] = time.monotonic() - started
+
+            # 6. every other DAG from its form with its defaults (a release picked for upgrade_stream)
+            triggered = {dag_id: trigger_from_form(driver, base, dag_id, shots,
+                                                   text={"release": RELEASE} if dag_id == "upgrade_stream" else None)
+                         for dag_id in OTHER_DAGS}
+            for dag_id, run in triggered.items():
+                expected = {**_defaults(api, dag_id), **({"release": RELEASE} if dag_id == "upgrade_stream" else {})}
+                assert airflow.run(dag_id, run)["conf"] == expected, dag_id
+                airflow.wait(lambda d=dag_id, r=run: _first_task_ended(airflow, d, r), 240, f"{dag_id}'s first task")
+                first, state = _first_task_ended(airflow, dag_id, run) or ("", None)
+                assert state == "success", (dag_id, first, airflow.task_logs(dag_id, run, first))
+            seconds["six forms"] = time.monotonic() - started
             print(f"recover_stream e2e (s since start): {seconds}")
     finally:
+        if driver is not None:
+            driver.quit()
         stop_stream(settings, drain_timeout=30, term_timeout=10)
         if job.process is not None and job.process.poll() is None:
             job.kill9()
 
 
-def _plan(value: Any) -> dict[str, Any]:
-    import json
+FIRST_TASKS = {"stream_supervisor": "check_health", "maintain_tables": "plan_compaction"}
+"""The task that takes a DAG's Params first (the others': ``check_params``)."""
 
+
+def _defaults(api: Any, dag_id: str) -> dict[str, Any]:
+    """The DAG's Params at their defaults, as its details in the REST API give them."""
+    status, details = api.call("GET", f"/api/v2/dags/{dag_id}/details")
+    assert status == 200, (status, details)
+    return {name: param.get("value") for name, param in details["params"].items()}
+
+
+def _first_task_ended(airflow: AirflowServer, dag_id: str, run_id: str) -> tuple[str, str | None] | None:
+    """``(task, state)`` of the run's first task once it ended, else None."""
+    task = FIRST_TASKS.get(dag_id, "check_params")
+    state = airflow.task_states(dag_id, run_id).get(task)
+    return (task, state) if state in ("success", "failed", "upstream_failed", "skipped") else None
+
+
+def _plan(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else json.loads(value)
 

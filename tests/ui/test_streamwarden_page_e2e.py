@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from airflow_server import REPO, AirflowServer
-from browser import chromium_and_driver, headless_chromium, save
+from browser import chromium_and_driver, headless_chromium, log_in, save, wait_for
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.local.broker import LocalBroker
 from streamwarden.tables.location import RECORDS
@@ -55,41 +55,10 @@ def get(url: str, token: str) -> tuple[int, str]:
         return int(response.status), response.read().decode()
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str, driver: Any = None, shots: Path | None = None
-             ) -> Any:
-    """Poll ``check`` until it returns a truthy value (exceptions count as not yet); screenshot on timeout."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            found = check()
-            if found:
-                return found
-            last = found
-        except Exception as exc:  # the page is between two renders
-            last = exc
-        time.sleep(0.5)
-    if driver is not None and shots is not None:
-        save(driver, shots, "timeout")
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
 def figure(driver: Any, name: str) -> str:
     from selenium.webdriver.common.by import By
 
     return str(driver.find_element(By.CSS_SELECTOR, f'[data-figure="{name}"]').text)
-
-
-def log_in(driver: Any, base: str, password: str, shots: Path) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(base + "/")
-    wait_for(lambda: driver.find_elements(By.NAME, "username"), 60, "Airflow's login page", driver, shots)
-    driver.find_element(By.NAME, "username").send_keys("admin")
-    driver.find_element(By.NAME, "password").send_keys(password)
-    driver.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
-    wait_for(lambda: "/login" not in driver.current_url and not driver.find_elements(By.NAME, "password"), 60,
-             "the login to finish", driver, shots)
 
 
 def open_from_navigation(driver: Any, shots: Path) -> None:
