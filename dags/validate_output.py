@@ -55,7 +55,7 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
 `KAFKA` (true: checks 3 and 4), `AUDIT_HOURS` (24), `STALE_AFTER` (15 minutes), `BROKER_TIMEOUT` (10 s),
 `ROW_KEY` (`row_id`), `MAX_RANGES` (10 offset ranges of evidence per finding), `CONTENT_MIB` (0: every
 file's content every run); the data checks' settings and
-the user expectations file (`STREAMWARDEN_EXPECTATIONS`) are in `docs/validation.md`.
+the user expectations file (`STREAMWARDEN_VALIDATION_EXPECTATIONS`) are in `docs/validation.md`.
 
 #### When it fails
 

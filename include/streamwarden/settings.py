@@ -2,8 +2,9 @@
 
 The environment names are a public contract used by compose files and operators. Invalid settings stop
 the program at start with one message naming the setting and the allowed values (:class:`SettingsError`);
-values that may hold secrets are never echoed (:mod:`streamwarden.secrets`). The cross-cutting checks
-(unknown variables, the config file, the session handler) are in :mod:`streamwarden.preflight`.
+values that may hold secrets are never echoed (:mod:`streamwarden.secrets`). :func:`load_settings` also refuses
+unknown variables and config-file keys; the session handler is checked before Spark starts
+(:func:`streamwarden.stream.runner.check_before_spark`).
 """
 
 from __future__ import annotations

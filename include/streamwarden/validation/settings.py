@@ -1,4 +1,4 @@
-"""Settings of output validation (the coming ``validate_output`` DAG), from ``STREAMWARDEN_VALIDATION_*``.
+"""Settings of output validation (the ``validate_output`` DAG), from ``STREAMWARDEN_VALIDATION_*``.
 
 Kept apart from :mod:`streamwarden.settings` (what the stream needs): only validation reads these.
 Invalid values raise :class:`~streamwarden.settings.SettingsError` naming the environment variable.

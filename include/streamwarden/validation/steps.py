@@ -1,4 +1,4 @@
-"""One validation run, as the coming ``validate_output`` DAG will call it: pin, check, report, record.
+"""One validation run, as the ``validate_output`` DAG calls it: pin, check, report, record.
 
 1. The checkpoint's committed position is read, then every table of the pipeline is pinned at its newest
    version (:mod:`.snapshot`), then the checkpoint's planned position (:mod:`.agreement` explains the order).
