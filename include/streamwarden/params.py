@@ -1,4 +1,4 @@
-"""Checks of the Params every manual DAG that changes the stream shares: ``dry_run`` and ``reason``.
+"""Checks of the Params the manual DAGs share: ``dry_run`` and ``reason``, and a time ``as_of``.
 
 Example::
 
@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 MAX_REASON = 500
@@ -29,3 +30,23 @@ def dry_and_reason(params: Mapping[str, Any], problems: list[str]) -> tuple[bool
         problems.append(f"Param reason: expected text of at most {MAX_REASON} characters")
         reason = ""
     return dry_run, reason
+
+
+def as_of_param(given: Any, problems: list[str], *, required: bool = False) -> datetime | None:
+    """The Param ``as_of``, an ISO 8601 time (UTC when it names no zone) not in the future, or None when empty
+    (a problem too when ``required``); a bad one is added to ``problems`` and None returned."""
+    example = "an ISO 8601 time such as 2026-11-24T03:00:00Z"
+    if given in (None, ""):
+        if required:
+            problems.append(f"Param as_of: required with target as_of ({example})")
+        return None
+    try:
+        moment = datetime.fromisoformat(str(given))
+    except ValueError:
+        problems.append(f"Param as_of: expected {example}, got {given!r}")
+        return None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment > datetime.now(UTC):
+        problems.append(f"Param as_of: {moment.isoformat()} is in the future")
+        return None
+    return moment

@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from streamwarden.failures import ConfigError
-from streamwarden.params import dry_and_reason
+from streamwarden.params import as_of_param, dry_and_reason
 from streamwarden.settings import Settings, validate_topic_name
 from streamwarden.tables.location import pipeline_tables
 
@@ -94,7 +94,7 @@ def request_from_params(params: Mapping[str, Any], settings: Settings) -> Recove
             problems.append(f"Param {name}: given, but target is {target.value} (set target to {kind.value})")
     versions = _versions(params.get("versions") or {}, pipeline_tables(settings), problems) \
         if target is Target.VERSIONS else {}
-    as_of = _as_of(params.get("as_of"), problems) if target is Target.AS_OF else None
+    as_of = as_of_param(params.get("as_of"), problems, required=True) if target is Target.AS_OF else None
     offsets = _offsets(params.get("offsets") or {}, settings, problems) if target is Target.OFFSETS else {}
     dry_run, reason = dry_and_reason(params, problems)
     if problems or target is None:
@@ -119,21 +119,6 @@ def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[
     if missing:
         problems.append(f"Param versions: no version for {', '.join(missing)} (every table is recovered together)")
     return versions
-
-
-def _as_of(given: Any, problems: list[str]) -> datetime | None:
-    if given in (None, ""):
-        problems.append("Param as_of: required with target as_of (an ISO-8601 time such as 2026-11-24T03:00:00Z)")
-        return None
-    try:
-        moment = datetime.fromisoformat(str(given))
-    except ValueError:
-        problems.append(f"Param as_of: expected an ISO-8601 time such as 2026-11-24T03:00:00Z, got {given!r}")
-        return None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    if moment > datetime.now(UTC):
-        problems.append(f"Param as_of: {moment.isoformat()} is in the future")
-    return moment
 
 
 def _offsets(given: Any, settings: Settings, problems: list[str]) -> OffsetTarget:

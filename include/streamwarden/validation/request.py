@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from streamwarden.failures import ConfigError
+from streamwarden.params import as_of_param
 from streamwarden.settings import Settings
 from streamwarden.tables.location import pipeline_tables, requested_tables
 from streamwarden.validation.settings import ValidationSettings
@@ -113,7 +114,7 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
     if versions and set(versions) != set(known):
         problems.append(f"Param versions: give a version of each of {', '.join(known)} (they account for the "
                         f"offsets together), or use as_of")
-    as_of = _as_of(params.get("as_of"), problems)
+    as_of = as_of_param(params.get("as_of"), problems)
     if versions and as_of is not None:
         problems.append("Params versions and as_of: give one of them, not both")
     if problems:
@@ -138,16 +139,3 @@ def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[
     return versions
 
 
-def _as_of(given: Any, problems: list[str]) -> datetime | None:
-    if given in (None, ""):
-        return None
-    try:
-        moment = datetime.fromisoformat(str(given))
-    except ValueError:
-        problems.append(f"Param as_of: expected an ISO 8601 time such as 2026-11-23T14:00:00Z, got {given!r}")
-        return None
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    if moment > datetime.now(UTC):
-        problems.append(f"Param as_of: {given} is in the future")
-        return None
-    return moment
