@@ -67,21 +67,21 @@ class Recorded:
 
 
 def recorded_hashes(location: TableLocation, version: int) -> Recorded:
-    """The hashes recorded up to ``version``: the newest manifest at or before it, then the commits after it."""
+    """The hashes recorded up to ``version``: the newest manifest at or before it, then the commits after it (read
+    by number after a manifest: the log of a long-lived table holds thousands of commit files, and listing them
+    costs a request per thousand on an object store; the log is listed only when there is no manifest yet)."""
     store, base = location.filesystem()
     with location.reaching():
-        manifests = _manifest_versions(store, base)
-        logged = _commit_versions(store, base)
-        older = [number for number in manifests if number <= version]
+        older = [number for number in _manifest_versions(store, base) if number <= version]
         manifest = max(older) if older else None
         hashes: dict[str, str] = {} if manifest is None else _read_manifest(store, base, manifest)
-    read = 0
-    for number in (n for n in logged if (manifest is None or n > manifest) and n <= version):
+        commits = range(manifest + 1, version + 1) if manifest is not None else \
+            [number for number in _commit_versions(store, base) if number <= version]
+    for number in commits:
         info = commit_info(location, number)
-        read += 1
         if info is not None and HASHES_KEY in info:
             hashes.update(_hashes_of(info[HASHES_KEY]))
-    return Recorded(hashes, version, manifest, read)
+    return Recorded(hashes, version, manifest, len(commits))
 
 
 def fold_manifest(location: TableLocation, version: int, added: Mapping[str, str] | None = None) -> str:
