@@ -39,35 +39,23 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
-AIRFLOW_DRILLS = frozenset({
-    "tests/local/test_up.py", "tests/dags/test_recover_stream_e2e.py", "tests/ui/test_streamwarden_page_e2e.py",
-    "tests/dags/test_stream_supervisor_e2e.py", "tests/dags/test_stream_watch_e2e.py", "tests/test_longrun.py",
-    "tests/test_bench_smoke.py", "tests/test_bench_floor.py"})
-"""The drill files of the first drills unit: whole platforms or an Airflow server beside a stream, much of their
-time spent waiting on them; every other drill file is in the second unit (Spark jobs, kill -9s)."""
-
-
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``make test``'s two workers: the files holding drills (a ``slow`` test: real job processes, an Airflow
-    server, a browser) in two units, :data:`AIRFLOW_DRILLS` and the rest, so each worker runs one unit's drills one
-    after another (never two of one unit at once) while the other runs the other's; every other file is a unit of
-    its own (its module fixtures made once), on whichever worker is free. xdist hands out the units with the most
-    tests first, so both drill units start at once. (xdist's ``loadgroup`` would say this with markers, but it
-    renames node ids in a way pytest 9 ignores.)"""
+    """``make test``'s two workers: every file holding a drill (a ``slow`` test: real job processes, an Airflow
+    server, a browser) in one unit, so the drills run one after another on one worker, never two at once on two
+    cores; every other file a unit of its own (its module fixtures made once), on whichever worker is free.
+    (xdist's ``loadgroup`` would say this with markers, but it renames node ids in a way pytest 9 ignores.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     # and the files answering approvals in process: under per-test distribution two of them hung (the answering
-    # thread never saw its request); in the second unit they run in the order a single process runs them
+    # thread never saw its request); in this unit they run in the order a single process runs them
     drills = {str(path.relative_to(REPO)) for path in (REPO / "tests").rglob("test_*.py")
               if "pytest.mark.slow" in (text := path.read_text()) or "answer_in_process" in text}
 
     class DrillsTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            if path not in drills:
-                return path
-            return "drills-airflow" if path in AIRFLOW_DRILLS else "drills-spark"
+            return "drills" if path in drills else path
 
     return DrillsTogether(config, log)
 
