@@ -93,35 +93,41 @@ def trigger_from_form(driver: Any, base: str, dag_id: str, shots: Path, *, text:
     """Open ``dag_id``'s Trigger dialog, change only what is given (``text``: a Param's text field typed in;
     ``choose``: an enum Param's option picked from its dropdown; ``switch``: boolean Params flipped), submit it
     with every other Param at its default, and return the run id the UI went to. Fails, with a screenshot, when
-    the dialog's Trigger button stays disabled (the form refused a value)."""
+    the dialog's Trigger button stays disabled (the form refused a value).
+
+    Every element is looked up again when it is used: the dialog renders twice (loading, then the form), and an
+    element found in the first render is stale in the second."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+
+    def find(css: str) -> Any:
+        return driver.find_element(By.CSS_SELECTOR, f"[role='dialog'] {css}")
 
     driver.get(f"{base}/dags/{quote(dag_id, safe='')}")
     wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "button[data-testid='trigger-dag-button']"), 60,
              f"{dag_id}'s Trigger button", driver, shots).click()
-    dialog = wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "[role='dialog']"), 60, "the trigger dialog",
-                      driver, shots)
-    wait_for(lambda: dialog.find_element(By.CSS_SELECTOR, "[data-testid='config-form']"), 60,
-             f"{dag_id}'s Params form", driver, shots)
+    wait_for(lambda: find("[data-testid='config-form']").is_displayed(), 60, f"{dag_id}'s Params form", driver,
+             shots)
     for name, value in (text or {}).items():
-        field = dialog.find_element(By.ID, f"element_{name}")
-        field.click()
-        field.send_keys(Keys.CONTROL, "a")
-        field.send_keys(Keys.DELETE)
-        field.send_keys(value)
+        find(f"#element_{name}").click()
+        find(f"#element_{name}").send_keys(Keys.CONTROL, "a")
+        find(f"#element_{name}").send_keys(Keys.DELETE)
+        find(f"#element_{name}").send_keys(value)
     for name, label in (choose or {}).items():
-        dialog.find_element(By.CSS_SELECTOR, f"#element_{name} input[role='combobox']").click()
-        option = f"//div[@id='element_{name}']//div[@role='option' and normalize-space()='{label}']"
+        find(f"#element_{name} input[role='combobox']").click()
+        option = (f"//div[@role='dialog']//div[@id='element_{name}']"
+                  f"//div[@role='option' and normalize-space()='{label}']")
         wait_for(lambda o=option: driver.find_element(By.XPATH, o), 20, f"the option {label} of {name}", driver,
                  shots).click()
     for name in switch:
-        dialog.find_element(By.XPATH, f"//input[@name='element_{name}']/ancestor::label[1]").click()
-    submit = dialog.find_element(By.CSS_SELECTOR, "button[data-testid='trigger-dag-submit']")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", submit)
+        field = f"//div[@role='dialog']//input[@name='element_{name}']/ancestor::label[1]"
+        driver.find_element(By.XPATH, field).click()
+    submit = "[data-testid='trigger-dag-submit']"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", find(submit))
     save(driver, shots, f"trigger-{dag_id}")
-    wait_for(submit.is_enabled, 20, f"{dag_id}'s form to accept its Params (Trigger enabled)", driver, shots)
-    submit.click()
+    wait_for(lambda: find(submit).is_enabled(), 20, f"{dag_id}'s form to accept its Params (Trigger enabled)",
+             driver, shots)
+    find(submit).click()
     wait_for(lambda: f"/dags/{dag_id}/runs/" in driver.current_url, 60, f"the UI to open the new {dag_id} run",
              driver, shots)
     return unquote(driver.current_url.split("/runs/", 1)[1].split("/")[0].split("?")[0])
