@@ -64,8 +64,8 @@ def markdown(s: Summary, chart_name: str = "timeline.png") -> str:
         f"Flat: grows by no more than {o['flat_mib_per_hour']:g} MiB/h (least-squares slope of the samples after the "
         "warm-up). Fitted: the RSS of the role's long-lived processes (running for 5 minutes or more; a leak of hours "
         "lives in a process of hours, while short-lived ones come and go between samples), or, for a role with no "
-        "long-lived process in most samples (tasks), the highest RSS of each interval. \"MiB max\" and PSS count all "
-        "of the role's processes.", "",
+        "long-lived process in most samples (tasks), the largest RSS one of its processes had in each interval. \"MiB "
+        "max\" and PSS count all of the role's processes.", "",
         "| role | processes (max) | in samples | fitted on | MiB at start | MiB at end | MiB max | PSS MiB at end "
         "| slope MiB/h | flat |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
