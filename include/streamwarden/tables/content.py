@@ -93,7 +93,8 @@ def fold_manifest(location: TableLocation, version: int, added: Mapping[str, str
         present = set(data_files(store, base))
         hashes = {path: digest for path, digest in {**recorded.hashes, **(added or {})}.items() if path in present}
         folder = f"{base}/{MANIFEST_FOLDER}"
-        store.create_dir(folder, recursive=True)
+        if store.type_name == "local":  # on an object store a key makes its prefix; a folder marker for the table's
+            store.create_dir(folder, recursive=True)  # own prefix would be a file that vacuum lists and deletes
         target = f"{folder}/{version:020d}.json"
         staging = f"{folder}/.{uuid.uuid4().hex}.tmp"  # a reader lists only whole manifests
         with store.open_output_stream(staging) as stream:
