@@ -223,7 +223,8 @@ def test_a_file_removed_from_the_log_is_a_gap_naming_its_offsets(drill: Drill) -
     before = {SESSION_ROWS: version - 1, QUARANTINE: result.summary["versions"][QUARANTINE]}
     pinned = drill.validate({"versions": before})
     assert pinned.states == dict.fromkeys(STEPS, "success") and pinned.summary["passed"]
-    assert set(pinned.summary["checks"]) == {"coverage", "expectations"} and pinned.summary["versions"] == before
+    assert set(pinned.summary["checks"]) == {"coverage", "expectations", "content"}
+    assert pinned.summary["versions"] == before
     validated = last_validated(validation_folder(pinned.settings.root("run")))
     assert validated is not None
     assert {name: entry["version"] for name, entry in validated["tables"].items()} == before
