@@ -25,8 +25,9 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
      the hours Kafka still holds (`AUDIT_MISMATCH`);
    - `exposure`: per site, the time since its last clean session start (the clean start of its oldest open
      session); over 1.5 x the `restart_sessions` interval it is `EXPOSURE` (a warning);
-   - `expectations`: Great Expectations checks of the rows (`EXPECTATION_FAILED`; freshness `STALE`),
-     Data Docs under `<run_root>/data_docs/`;
+   - `expectations`: Great Expectations checks of the rows committed since each table's last validated
+     version, in batches of at most `BATCH_ROWS` (`EXPECTATION_FAILED`; freshness `STALE`), Data Docs under
+     `<run_root>/data_docs/`;
    - `content`: each data file's SHA-256 against the one recorded when it was committed: a changed byte is
      `INTEGRITY` (every file every run, or `CONTENT_MIB` per run in turn).
    It logs the report as a table, writes it to `<run_root>/validation/<time>.json` and pushes a summary to
@@ -48,6 +49,9 @@ run (it is scheduled on the tables' assets `streamwarden.<table>`).
 - `as_of`: an ISO 8601 time: check each table as it was then (its newest version committed by then).
   With `versions` or `as_of` only `coverage`, `expectations` and `content` run: the checkpoint and Kafka
   describe the present.
+- `rows`: which rows the data expectations check: `new` (those committed since each table's last
+  validated version; every row before any run passed, and on pinned versions) or `all` (after changing
+  your own expectations, say).
 
 #### Settings (`STREAMWARDEN_VALIDATION_*`, read by the workers)
 
@@ -122,6 +126,8 @@ with DAG(
                           '{"session_rows": 41, "quarantine": 40}.'),
         "as_of": Param(None, type=["null", "string"], description="Check the tables as they were at this ISO 8601 time "
                        "(e.g. 2026-11-23T14:00:00Z); empty: now."),
+        "rows": Param("new", type="string", enum=["new", "all"], description="Rows the data expectations check: "
+                      "new (committed since each table's last validated version) or all."),
     },
 ) as dag:
     check_params = CheckValidationParamsOperator(task_id="check_params")

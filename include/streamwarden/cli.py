@@ -121,7 +121,8 @@ def _validate(settings: Settings, args: argparse.Namespace) -> int:
     for pin in args.version or []:
         table, _, version = pin.partition("=")
         versions[table] = int(version) if version.isdigit() else version
-    params = {"tables": args.table, "checks": args.check, "versions": versions, "as_of": args.as_of}
+    params = {"tables": args.table, "checks": args.check, "versions": versions, "as_of": args.as_of,
+              "rows": args.rows}
     recorded = steps.run(settings, validation, request_from_params(params, settings, validation))
     report = recorded.report
     print(json.dumps(report.summary(recorded.path), indent=2, sort_keys=True) if args.json else report.text())
@@ -194,11 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="reconcile the tables with Kafka and the checkpoint, check the rows: "
                               "one validate_output run (exit 0: passed; 82, 81, 83, 75: found something)")
     validate.add_argument("--table", action="append", help="a table whose rows the expectations check (repeatable)")
-    validate.add_argument("--check", action="append", help="coverage, checkpoint, kafka, audit or expectations "
-                          "(repeatable; default: all)")
+    validate.add_argument("--check", action="append", help="coverage, checkpoint, kafka, audit, exposure, "
+                          "expectations or content (repeatable; default: all)")
     validate.add_argument("--version", action="append", metavar="TABLE=N",
                           help="check this version of a table (repeat for each table)")
     validate.add_argument("--as-of", default="", help="check the tables as they were at this ISO 8601 time")
+    validate.add_argument("--rows", choices=("new", "all"), default="new",
+                          help="rows the expectations check: new (committed since the last validated version) or all")
     validate.add_argument("--json", action="store_true", help="print the report's summary as JSON")
     validate.set_defaults(func=_validate)
     up = sub.add_parser("up", help="run the whole local platform (broker, producer, Airflow, stream)")

@@ -64,7 +64,7 @@ def test_shape_params_schedule_and_documentation() -> None:
     dag = _dag()
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert [t.task_id for t in sorted(dag.tasks, key=lambda t: len(t.upstream_list))] == list(STEPS)
-    assert set(dag.params.keys()) == {"tables", "checks", "versions", "as_of"}
+    assert set(dag.params.keys()) == {"tables", "checks", "versions", "as_of", "rows"}
     assert dag.get_task("report_and_alert").trigger_rule == "all_done"
     schedule = dag.timetable
     assert isinstance(schedule, AssetOrTimeSchedule)  # every 30 minutes, and after maintenance

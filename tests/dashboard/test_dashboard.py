@@ -71,7 +71,8 @@ def failed_validation(settings: Settings, versions: dict[str, int], passed: bool
     findings = () if passed else (Finding(FindingClass.GAP, SESSION_ROWS, "sites-a", 0, ((5, 6),), 1, "offset 5"),)
     report = ValidationReport(f"run-{passed}", datetime.now(UTC).isoformat(), datetime.now(UTC).isoformat(),
                               ("coverage", "expectations"), versions, None, (), (), (), findings, (),
-                              data_docs=str(settings.root("run") / "data_docs" / "index.html"))
+                              data_docs=str(settings.root("run") / "data_docs" / "index.html"),
+                              rows_checked={name: f"{name}: every row" for name in versions})
     folder = validation_folder(settings.root("run"))
     record_last_validated(folder, report, write_report(folder, report))
     time.sleep(0.01)  # the next report's file name is later

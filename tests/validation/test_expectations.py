@@ -31,7 +31,7 @@ from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.validation.coverage import check_coverage
 from streamwarden.validation.findings import Finding, FindingClass
-from streamwarden.validation.request import Check, ValidationRequest
+from streamwarden.validation.request import Check, Rows, ValidationRequest
 from streamwarden.validation.settings import ValidationSettings, load_validation_settings
 from streamwarden.validation.snapshot import pin
 from streamwarden.validation.steps import run
@@ -224,10 +224,54 @@ def test_records_rows_are_unique_by_offset(tmp_path: Path) -> None:
     assert report.passed and set(report.data_docs_pages) == {RECORDS, f"{RECORDS}.schema"}
     (copied,) = [p for p in committed_paths(settings, RECORDS) if "sites-b" in p and p.endswith("0-7-b.zstd.parquet")]
     add_copy(settings, RECORDS, copied)  # offsets 7-14 of sites-b[0] committed again
-    found = run(settings, OFFLINE, ValidationRequest((RECORDS,), DATA)).report.findings
+    found = run(settings, OFFLINE, ValidationRequest((RECORDS,), DATA, rows=Rows.ALL)).report.findings
     (twice,) = [f for f in found if f.finding_class is FindingClass.EXPECTATION_FAILED]
     assert (twice.table, twice.topic, twice.partition, twice.ranges, twice.count) == (RECORDS, "sites-b", 0,
                                                                                       ((7, 15),), 16)
+
+
+def test_a_run_checks_the_rows_committed_since_the_last_validated_version(settings: Settings) -> None:
+    def bad_op(topic: str, partition: int, offset: int, rows: list[Row]) -> list[Row]:
+        return [{**r, "op": "upsrt"} for r in rows] if (topic, partition, offset) == ("sites-a", 0, 52) else rows
+
+    commit(settings, BATCH, 0)
+    first = run(settings, OFFLINE, request())
+    assert first.report.passed and first.last_validated is not None
+    assert first.report.rows_checked[SESSION_ROWS].startswith(f"{SESSION_ROWS}: 136 rows checked, every row of v")
+    validated = first.last_validated["tables"][SESSION_ROWS]["version"]
+
+    commit(settings, {"sites-a": {0: (50, 55)}}, 1, bad_op)  # 4 offsets of rows (50 is quarantined), 8 rows
+    second = run(settings, OFFLINE, request()).report
+    assert second.rows_checked[SESSION_ROWS] == (f"{SESSION_ROWS}: 8 rows checked, rows committed after "
+                                                 f"v{validated} (the last validated version) up to v{validated + 1}")
+    (op,) = of(second.findings, "expect_column_values_to_be_in_set(op")
+    assert (op.topic, op.partition, op.ranges, op.count) == ("sites-a", 0, ((52, 53),), 2)
+    # a failed run leaves the last validated version where it was: the next run reads the same rows again
+    third = run(settings, OFFLINE, request()).report
+    assert of(third.findings, "expect_column_values_to_be_in_set(op") and "rows committed after v" in \
+        third.rows_checked[SESSION_ROWS]
+    every = run(settings, OFFLINE, ValidationRequest((SESSION_ROWS,), DATA, rows=Rows.ALL)).report
+    assert every.rows_checked[SESSION_ROWS].startswith(f"{SESSION_ROWS}: 144 rows checked, every row of v")
+    assert set(every.rows_checked) == {SESSION_ROWS}  # quarantine's rows were not asked for
+
+
+def test_rows_read_in_batches_find_what_one_batch_finds(settings: Settings) -> None:
+    def faults(topic: str, partition: int, offset: int, rows: list[Row]) -> list[Row]:
+        if (topic, partition) == ("sites-a", 0) and offset in (3, 4):
+            return [{**r, "session_id": None} for r in rows]
+        if (topic, partition) == ("sites-b", 0) and offset == 11:
+            return [{**r, "op": "upsrt"} for r in rows]
+        return rows
+
+    for batch_id, start in enumerate((0, 10, 20)):  # three commits, a file per topic-partition each
+        commit(settings, {"sites-a": {0: (start, start + 10)}, "sites-b": {0: (start, start + 10)}}, batch_id, faults)
+    whole = run(settings, OFFLINE, request(SESSION_ROWS)).report
+    batched = run(settings, ValidationSettings(kafka=False, batch_rows=20), request(SESSION_ROWS)).report
+    assert sorted(f.line() for f in batched.findings) == sorted(f.line() for f in whole.findings)
+    assert len(whole.findings) == 2, whole.text()
+    assert batched.rows_checked[SESSION_ROWS] == f"{SESSION_ROWS}: 96 rows checked, every row of v3, in 6 batches"
+    pages = {name for name in batched.data_docs_pages if name.startswith(f"{SESSION_ROWS}.")}
+    assert pages == {f"{SESSION_ROWS}.{i}-of-6" for i in range(1, 7)} | {f"{SESSION_ROWS}.schema"}
 
 
 def test_the_steps_and_the_package_import_no_gx_and_build_no_frame() -> None:

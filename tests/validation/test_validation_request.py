@@ -12,7 +12,7 @@ from stream_output import commit_batch, settings_for
 from streamwarden.failures import ConfigError
 from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
-from streamwarden.validation.request import Check, ValidationRequest, default_request, request_from_params
+from streamwarden.validation.request import Check, Rows, ValidationRequest, default_request, request_from_params
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import pin
 
@@ -29,6 +29,9 @@ def test_no_params_ask_for_every_table_and_check_the_settings_allow(tmp_path: Pa
     offline = request_from_params({"checks": []}, settings, ValidationSettings(kafka=False))
     assert offline.checks == {Check.COVERAGE, Check.CHECKPOINT, Check.EXPOSURE, Check.EXPECTATIONS, Check.CONTENT}
     assert ValidationRequest.from_json(request.to_json()) == request
+    every = request_from_params({"rows": "all"}, settings, ValidationSettings())
+    assert request.rows is Rows.NEW and every.rows is Rows.ALL
+    assert ValidationRequest.from_json(every.to_json()) == every
 
 
 def test_pinned_requests_make_only_the_checks_that_read_the_tables(tmp_path: Path) -> None:
@@ -46,12 +49,13 @@ def test_every_bad_param_is_named_at_once(tmp_path: Path) -> None:
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     with pytest.raises(ConfigError) as bad:
         request_from_params({"tables": ["records"], "checks": ["coverage", "speed"], "versions": {SESSION_ROWS: -1},
-                             "as_of": future}, settings, ValidationSettings())
+                             "as_of": future, "rows": "every"}, settings, ValidationSettings())
     message = bad.value.message
     assert "Param tables: records not among this pipeline's tables (session_rows, quarantine)" in message
     assert "Param checks: unknown speed" in message
     assert "Param versions: session_rows: expected a table version (a whole number >= 0), got -1" in message
     assert f"Param as_of: {future} is in the future" in message
+    assert "Param rows: expected new or all, got 'every'" in message
     with pytest.raises(ConfigError, match="give a version of each of session_rows, quarantine"):
         request_from_params({"versions": {SESSION_ROWS: 1}}, settings, ValidationSettings())
     with pytest.raises(ConfigError, match="versions and as_of: give one of them"):

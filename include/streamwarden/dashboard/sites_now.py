@@ -7,8 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
 from streamwarden.atomic import read_json
 from streamwarden.dashboard.model import SiteNow, Sites
 from streamwarden.restarts.reach import Cause
@@ -18,6 +16,7 @@ from streamwarden.restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.tables.reading import TableSummary, dataset
+from streamwarden.tables.sql import bounded_connection
 
 
 def measure(settings: Settings, versions: dict[str, int], now: datetime) -> dict[str, SiteSessions]:
@@ -30,7 +29,7 @@ def measure(settings: Settings, versions: dict[str, int], now: datetime) -> dict
     if QUARANTINE in versions:
         dead_location = TableLocation.of(settings, QUARANTINE)
         dead = dataset(dead_location.open(versions[QUARANTINE]), dead_location)
-    with duckdb.connect() as con:
+    with bounded_connection(settings.root("run")) as con:
         return measure_sites(con, rows, dead, now=now, session_timeout=settings.session_timeout)
 
 

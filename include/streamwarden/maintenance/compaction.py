@@ -105,8 +105,9 @@ def compact_partition(location: TableLocation, partition: PartitionPlan, *, fold
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         chaos_point("before_compaction_commit")
         try:
+            # one bin at a time: a task holds one target-sized file's rows, not one per core, beside the stream
             table.optimize.compact(partition_filters=partition.filters() or None, target_size=target_size,
-                                   writer_properties=writer, commit_properties=properties)
+                                   writer_properties=writer, commit_properties=properties, max_concurrent_tasks=1)
             break
         except CommitFailedError as exc:
             if attempt == COMMIT_ATTEMPTS:

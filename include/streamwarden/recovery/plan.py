@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-import duckdb
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
 
@@ -43,6 +42,7 @@ from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
 from streamwarden.tables.reading import read
 from streamwarden.tables.restore import undone_offsets
+from streamwarden.tables.sql import bounded_connection
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.snapshot import pin
 
@@ -285,7 +285,7 @@ def _rebuild_starts(settings: Settings, versions: Mapping[str, int], now: dateti
         return {}
     rows = read(settings, SESSION_ROWS, versions.get(SESSION_ROWS))
     cutoff = int((now.timestamp() - settings.session_timeout) * 1e6)
-    with duckdb.connect() as con:
+    with bounded_connection(settings.root("run")) as con:
         con.register("rebuild_rows", rows)
         found = con.execute(f"""
             SELECT topic, "partition", max("offset") FILTER (WHERE {CLEAN_BOUNDARY}) AS clean,

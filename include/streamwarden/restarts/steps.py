@@ -21,7 +21,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.control.channel import ensure_control_topic, publish_commands
@@ -34,6 +33,7 @@ from streamwarden.restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.tables.reading import read
+from streamwarden.tables.sql import bounded_connection
 
 log = logging.getLogger("streamwarden.restarts")
 
@@ -64,7 +64,7 @@ def look(settings: Settings, plan: RestartPlan) -> dict[str, Answer]:
     rows = _newest(settings, SESSION_ROWS)
     if rows is None:
         return {}
-    with duckdb.connect() as con:
+    with bounded_connection(settings.root("run")) as con:
         return find_answers(con, rows, [t.request_id for t in plan.turns])
 
 
@@ -86,7 +86,7 @@ def report(settings: Settings, restarts: RestartSettings, plan: RestartPlan, *, 
     folder = restarts_folder(settings.root("run"))
     targeted = {t.site for t in plan.turns}
     since = {site: at for site, at in previous_restarts(folder, plan.created_at).items() if site in targeted}
-    with duckdb.connect() as con:
+    with bounded_connection(settings.root("run")) as con:
         answers = {} if rows is None else find_answers(con, rows, [t.request_id for t in plan.turns])
         sites = {} if rows is None else measure_sites(con, rows, dead, now=checked_at,
                                                       session_timeout=settings.session_timeout)

@@ -51,6 +51,7 @@ class ValidationReport:
     sites: tuple[SiteSessions, ...] = ()  # check 5: every site's sessions
     exposure_limit: float | None = None  # check 5's limit (seconds); None: no restart schedule
     content: tuple[ContentCoverage, ...] = ()  # check 6: what each table's content check hashed
+    rows_checked: dict[str, str] = field(default_factory=dict)  # table -> what the data expectations read of it
 
     @property
     def passed(self) -> bool:
@@ -74,7 +75,8 @@ class ValidationReport:
                 "upstream": [asdict(u) for u in self.upstream], "audit": [asdict(h) for h in self.hours],
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes),
                 "data_docs": self.data_docs, "data_docs_pages": dict(self.data_docs_pages),
-                "exposure": self.exposure_json(), "content": [asdict(c) for c in self.content]}
+                "exposure": self.exposure_json(), "content": [asdict(c) for c in self.content],
+                "rows_checked": dict(self.rows_checked)}
 
     def exposure_json(self) -> dict[str, Any]:
         """Check 5's figures: the limit and every site's sessions and exposure at the end of the run."""
@@ -90,7 +92,7 @@ class ValidationReport:
                 "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
                 "report": None if report_path is None else str(report_path), "data_docs": self.data_docs,
                 "data_docs_pages": dict(self.data_docs_pages), "exposure": self.exposure_json(),
-                "content": [c.line() for c in self.content]}
+                "content": [c.line() for c in self.content], "rows_checked": list(self.rows_checked.values())}
 
     def text(self) -> str:
         """The report as a fixed-width table for a person, then the findings and the next actions."""
@@ -122,6 +124,7 @@ class ValidationReport:
             mismatched = sum(h.kafka != h.tables for h in self.hours)
             text.append(f"audit: {len(self.hours):,} topic-partition hours compared with Kafka, {mismatched:,} differ")
         text.extend(f"content: {c.line()}" for c in self.content)
+        text.extend(f"expectations: {line}" for line in self.rows_checked.values())
         text.extend(f"  {f.line()}" for f in self.findings)
         for finding in {f.finding_class: f for f in self.findings}.values():
             text.append(f"next action ({finding.finding_class.value}): {finding.next_action}")
@@ -151,14 +154,16 @@ def write_report(folder: Path, report: ValidationReport) -> Path:
 
 
 def record_last_validated(folder: Path, report: ValidationReport, report_path: Path) -> dict[str, Any] | None:
-    """When ``report`` passed and read the rows through (:attr:`ValidationReport.validates_versions`): its
-    versions become the last validated ones, unless a newer version of a table
-    passed before (other tables keep theirs).
+    """When ``report`` passed and read the rows through (:attr:`ValidationReport.validates_versions`): the
+    versions of the tables whose rows it checked become the last validated ones, unless a newer version of a
+    table passed before (other tables keep theirs).
     The document written, or None when the report failed (nothing is changed)."""
     if not report.validates_versions:
         return None
     document: dict[str, Any] = last_validated(folder) or {"tables": {}}
     for name, version in report.versions.items():
+        if name not in report.rows_checked:
+            continue  # its rows since the last validated version were not read
         if document["tables"].get(name, {}).get("version", -1) > version:
             continue  # an older version validated again: the newest passing one stays
         document["tables"][name] = {"version": version, "validated_at": report.finished_at, "run_id": report.run_id,

@@ -6,9 +6,11 @@ account for the offsets together) or as they were at a time (``as_of``, each tab
 committed by then). Pinned tables describe the past, so only the checks that read the tables alone run on
 them (offset coverage and data expectations); the checkpoint and Kafka describe the present. ``tables``
 chooses the tables whose rows the data expectations check; offsets are always reconciled over them all.
+``rows`` chooses which of their rows: ``new`` (those committed since the table's last validated version; every
+row before any run passed, and on pinned tables) or ``all``.
 
-    >>> request_from_params({"tables": ["session_rows"], "checks": ["coverage"]}, settings, validation)
-    ValidationRequest(tables=('session_rows',), versions={}, as_of=None, checks=frozenset({<Check.COVERAGE...>}))
+    >>> request_from_params({"tables": ["session_rows"], "checks": ["coverage"], "rows": "all"}, settings, validation)
+    ValidationRequest(tables=('session_rows',), checks=frozenset({<Check.COVERAGE...>}), ..., rows=<Rows.ALL...>)
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ class Check(StrEnum):
     CONTENT = "content"  # 6: data files' bytes against the hashes recorded at their commits
 
 
+class Rows(StrEnum):
+    """Which rows of a table the data expectations read."""
+
+    NEW = "new"  # those committed since the table's last validated version
+    ALL = "all"
+
+
 PRESENT_ONLY = frozenset({Check.CHECKPOINT, Check.KAFKA, Check.AUDIT, Check.EXPOSURE})
 """Checks that compare the tables with the present (the checkpoint, Kafka, the clock): not made on pinned
 tables."""
@@ -51,6 +60,7 @@ class ValidationRequest:
     checks: frozenset[Check]
     versions: dict[str, int] = field(default_factory=dict)
     as_of: datetime | None = None
+    rows: Rows = Rows.NEW
 
     @property
     def pinned(self) -> bool:
@@ -62,14 +72,15 @@ class ValidationRequest:
 
     def to_json(self) -> dict[str, Any]:
         return {"tables": list(self.tables), "checks": sorted(c.value for c in self.checks),
-                "versions": dict(self.versions), "as_of": None if self.as_of is None else self.as_of.isoformat()}
+                "versions": dict(self.versions), "as_of": None if self.as_of is None else self.as_of.isoformat(),
+                "rows": self.rows.value}
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> ValidationRequest:
         as_of = document.get("as_of")
         return cls(tuple(document["tables"]), frozenset(Check(c) for c in document["checks"]),
                    {str(k): int(v) for k, v in (document.get("versions") or {}).items()},
-                   None if as_of is None else datetime.fromisoformat(as_of))
+                   None if as_of is None else datetime.fromisoformat(as_of), Rows(document.get("rows", Rows.NEW)))
 
 
 def default_request(settings: Settings, validation: ValidationSettings) -> ValidationRequest:
@@ -100,7 +111,8 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
 
     Params: ``tables`` (list, for the data expectations; empty: every table of the pipeline), ``checks``
     (list of :class:`Check` values; empty: all), ``versions`` (``{table: version}``, one per table),
-    ``as_of`` (an ISO 8601 time; without a zone, UTC). ``versions`` and ``as_of`` exclude each other.
+    ``as_of`` (an ISO 8601 time; without a zone, UTC), ``rows`` (``new`` or ``all``). ``versions`` and
+    ``as_of`` exclude each other.
     Checks turned off by the settings (``STREAMWARDEN_VALIDATION_KAFKA=false``, ``AUDIT_HOURS=0``) stay off.
     """
     problems: list[str] = []
@@ -115,12 +127,15 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
         problems.append(f"Param versions: give a version of each of {', '.join(known)} (they account for the "
                         f"offsets together), or use as_of")
     as_of = as_of_param(params.get("as_of"), problems)
+    rows = params.get("rows") or Rows.NEW.value
+    if rows not in {r.value for r in Rows}:
+        problems.append(f"Param rows: expected {' or '.join(r.value for r in Rows)}, got {rows!r}")
     if versions and as_of is not None:
         problems.append("Params versions and as_of: give one of them, not both")
     if problems:
         raise ConfigError("; ".join(problems), details={"params": dict(params)})
     checks = _allowed({Check(c) for c in names}, validation)
-    return ValidationRequest(tables, checks, versions, as_of)
+    return ValidationRequest(tables, checks, versions, as_of, Rows(rows))
 
 
 def _versions(given: Any, tables: tuple[str, ...], problems: list[str]) -> dict[str, int]:

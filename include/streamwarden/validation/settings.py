@@ -54,6 +54,9 @@ class ValidationSettings(BaseSettings):
                              "recorded at their commits (check 6), each table from where the previous run stopped, "
                              "so every file is checked once every (table size / this) runs; 0: every file, every "
                              "run.")
+    batch_rows: int = Field(1_000_000, ge=1, description="Most rows the data expectations hold in memory at "
+                            "once: a table's rows to check (those committed since its last validated version) are "
+                            "read and validated in batches of files adding up to this many rows.")
     quarantine_share: float = Field(1.0, ge=0, le=1, description="Largest share of a topic-partition's offsets "
                                     "in quarantine, e.g. 0.01 (1%); more is EXPECTATION_FAILED. 1 (the default): "
                                     "shown in the Data Docs, never a finding.")

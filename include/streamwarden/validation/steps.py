@@ -39,6 +39,7 @@ from streamwarden.restarts.settings import RestartSettings, load_restart_setting
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import pipeline_tables
+from streamwarden.tables.sql import bounded_connection
 from streamwarden.validation.agreement import CheckpointPosition, check_checkpoint, read_committed, with_planned
 from streamwarden.validation.audit import Audit, HourCount, ask_kafka, audit
 from streamwarden.validation.content import ContentShare
@@ -47,11 +48,12 @@ from streamwarden.validation.exposure import Exposure, check_exposure
 from streamwarden.validation.findings import Finding, storage_finding
 from streamwarden.validation.report import (
     ValidationReport,
+    last_validated,
     record_last_validated,
     validation_folder,
     write_report,
 )
-from streamwarden.validation.request import Check, ValidationRequest, default_request, skipped_because
+from streamwarden.validation.request import Check, Rows, ValidationRequest, default_request, skipped_because
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import PinnedTable, pin
 from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
@@ -99,7 +101,7 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
                for t in tables}
     findings = [storage_finding(problem) for checked in storage.values() for problem in checked.problems]
     content = tuple(covered for name, checked in storage.items() if (covered := shares[name].coverage(name, checked)))
-    with duckdb.connect() as con:
+    with bounded_connection(settings.root("run")) as con:
         coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
                                   more_partitions=() if request.pinned else position.committed, connection=con)
         if request.wants(Check.COVERAGE):
@@ -121,16 +123,18 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
             notes += [exposure.note] if exposure.note else []
     docs: Path | None = None
     pages: dict[str, str] = {}
+    rows: dict[str, str] = {}
     if importing is not None:
         outcome = _expectations(settings, validation, request, tables, coverage.partitions, run_id=run_id,
                                 importing=importing)
         findings, notes = findings + list(outcome.findings), notes + list(outcome.notes)
         docs, pages = outcome.data_docs, {name: str(page) for name, page in outcome.pages.items()}
+        rows = outcome.rows
     made = tuple(c.value for c in Check if request.wants(c))
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), made, {t.name: t.version for t in tables},
                             None if request.pinned else position, coverage.partitions, upstream, hours,
                             tuple(findings), tuple(notes), None if docs is None else str(docs), pages,
-                            exposure.sites, exposure.limit, content)
+                            exposure.sites, exposure.limit, content, rows)
 
 
 def _import_in_background() -> threading.Thread:
@@ -146,18 +150,28 @@ def _import_in_background() -> threading.Thread:
 def _expectations(settings: Settings, validation: ValidationSettings, request: ValidationRequest,
                   tables: list[PinnedTable], partitions: Sequence[PartitionCoverage], *, run_id: str,
                   importing: threading.Thread) -> ExpectationsOutcome:
-    """The data checks on the pinned tables: rows of the requested tables, per topic-partition figures of all.
-    Freshness is judged at the pinned versions' commit for pinned tables, else now."""
+    """The data checks on the pinned tables: rows of the requested tables (by default those committed since
+    their last validated versions), per topic-partition figures of all. Freshness is judged at the pinned
+    versions' commit for pinned tables, else now."""
     importing.join()
     run = importlib.import_module(EXPECTATIONS_MODULE)
     commits = [t.committed_at for t in tables if t.committed_at is not None]
     reference = datetime.fromtimestamp(max(commits), UTC) if request.pinned and commits else None
     outcome: ExpectationsOutcome = run.check_expectations(
         settings, validation, tables, checked=request.tables, partitions=partitions, run_id=run_id,
-        reference=reference)
+        since=_since(settings, request), reference=reference)
     log.info("data checks: %d expectations in %.1f s; Data Docs %s", outcome.evaluated, outcome.seconds,
              outcome.data_docs or "not built")
     return outcome
+
+
+def _since(settings: Settings, request: ValidationRequest) -> dict[str, int]:
+    """The version after which each table's rows are checked: its last validated one, unless the run is pinned
+    or asks for every row."""
+    if request.pinned or request.rows is Rows.ALL:
+        return {}
+    tables = (last_validated(validation_folder(settings.root("run"))) or {}).get("tables", {})
+    return {name: int(entry["version"]) for name, entry in tables.items() if isinstance(entry.get("version"), int)}
 
 
 def _against_kafka(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,

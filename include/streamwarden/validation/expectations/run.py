@@ -8,8 +8,9 @@ reads (see ``docs/validation.md`` for the engines measured).
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +26,9 @@ from streamwarden.validation.coverage import PartitionCoverage
 from streamwarden.validation.expectations import docs, results
 from streamwarden.validation.expectations.frames import (
     Newest,
-    newest_per_partition,
+    newest_in_frame,
+    newest_in_table,
     partition_frame,
-    rows_frame,
     schema_frame,
 )
 from streamwarden.validation.expectations.gx import (
@@ -40,6 +41,7 @@ from streamwarden.validation.expectations.gx import (
     convert_to_json_serializable,
     gx,
 )
+from streamwarden.validation.expectations.increment import RowsToCheck, frames, rows_to_check
 from streamwarden.validation.expectations.suite import (
     PARTITIONS,
     TIME_COLUMNS,
@@ -69,15 +71,19 @@ class ExpectationsOutcome:
     pages: dict[str, Path] = field(default_factory=dict)  # batch -> its page of this run
     evaluated: int = 0  # expectations evaluated
     seconds: float = 0.0
+    rows: dict[str, str] = field(default_factory=dict)  # checked table -> the rows read, since which version
 
 
 def check_expectations(settings: Settings, validation: ValidationSettings, tables: Sequence[PinnedTable], *,
                        checked: Sequence[str], partitions: Sequence[PartitionCoverage], run_id: str,
-                       reference: datetime | None = None, docs_root: Path | None = None) -> ExpectationsOutcome:
+                       since: Mapping[str, int] | None = None, reference: datetime | None = None,
+                       docs_root: Path | None = None) -> ExpectationsOutcome:
     """Validate the rows and schema of the ``checked`` tables among ``tables`` (pinned), and the quarantine
     share and freshness per topic-partition (``partitions``: check 1's figures), at ``reference`` (now when
-    None; the pinned versions' commit for older versions). Data Docs go to ``docs_root`` (default
-    ``<run_root>/data_docs``). A bad user expectations file raises :class:`ConfigError`."""
+    None; the pinned versions' commit for older versions). Of a table named in ``since`` only the rows
+    committed after that version are read (:mod:`.increment`), of the others every row, in batches. Data Docs
+    go to ``docs_root`` (default ``<run_root>/data_docs``). A bad user expectations file raises
+    :class:`ConfigError`."""
     started = time.perf_counter()
     at = datetime.now(UTC)
     reference = reference or at
@@ -90,18 +96,20 @@ def check_expectations(settings: Settings, validation: ValidationSettings, table
     notes = [f"expectations: no Delta table {name} yet, not checked" for name in checked if name not in pinned]
     notes += unmatched_ranges(validation, schemas)
     newest: dict[TopicPartition, Newest] = {}
+    rows: dict[str, str] = {}
     for name, schema in schemas.items():
         suite = table_suite(name, schema, settings, validation)
         suite.rows += _user_expectations(name, schema.names, user, validation.expectations)
         notes += suite.notes
-        frame = rows_frame(pinned[name], suite.columns(schema.names))
-        run.validate(name, name, frame, suite.rows)
+        check = rows_to_check(pinned[name], (since or {}).get(name), validation.batch_rows)
+        seen, read = _validate_rows(run, pinned[name], check, columns=suite.columns(schema.names),
+                                    expectations=suite.rows, validation=validation)
+        rows[name] = check.line(read)
         run.validate(f"{name}{SCHEMA_SUFFIX}", name, schema_frame(schema), suite.schema)
-        _merge(newest, _newest(pinned[name], frame, validation))
-        del frame
+        _merge(newest, seen)
     for name, table in pinned.items():
         if name not in schemas:
-            _merge(newest, _newest(table, None, validation))
+            _merge(newest, _newest(table, validation))
     if partitions:
         names = list(pinned)
         frame = partition_frame(partitions, names, newest, reference)
@@ -115,7 +123,28 @@ def check_expectations(settings: Settings, validation: ValidationSettings, table
         notes += site.notes()
     return ExpectationsOutcome(tuple(run.findings), tuple(notes), None if site is None else site.index,
                                {} if site is None else site.pages, run.evaluated,
-                               round(time.perf_counter() - started, 2))
+                               round(time.perf_counter() - started, 2), rows)
+
+
+def _validate_rows(run: _Run, table: PinnedTable, check: RowsToCheck, *, columns: Sequence[str],
+                   expectations: list[Expectation], validation: ValidationSettings
+                   ) -> tuple[dict[TopicPartition, Newest], int]:
+    """Validate ``check``'s rows batch by batch (one batch: named as the table; more: ``table.i-of-n``); the
+    newest row per topic-partition (of those without a row in the batches, from the whole table) and the rows
+    read."""
+    column = TIME_COLUMNS.get(table.name) if validation.freshness > 0 else None
+    newest: dict[TopicPartition, Newest] = {}
+    read = 0
+    count = len(check.batches)
+    for number, frame in enumerate(frames(table, check, columns), start=1):
+        run.validate(table.name if count == 1 else f"{table.name}.{number}-of-{count}", table.name, frame, expectations)
+        read += len(frame)
+        if column is not None and column in frame.columns:
+            _merge(newest, newest_in_frame(frame, column))
+        del frame
+    if column is not None and column in table.columns():
+        _merge(newest, newest_in_table(table, column, set(table.known_claims()) - set(newest)))
+    return newest, read
 
 
 def _user_expectations(table: str, columns: Sequence[str], user: Sequence[UserExpectation],
@@ -133,12 +162,12 @@ def _user_expectations(table: str, columns: Sequence[str], user: Sequence[UserEx
     return mine
 
 
-def _newest(table: PinnedTable, frame: pd.DataFrame | None, validation: ValidationSettings
-            ) -> dict[TopicPartition, Newest]:
+def _newest(table: PinnedTable, validation: ValidationSettings) -> dict[TopicPartition, Newest]:
+    """The newest row per topic-partition of a table whose rows are not checked."""
     column = TIME_COLUMNS.get(table.name)
     if validation.freshness <= 0 or column is None or column not in table.columns():
         return {}
-    return newest_per_partition(table, column, frame)
+    return newest_in_table(table, column)
 
 
 def _merge(newest: dict[TopicPartition, Newest], more: dict[TopicPartition, Newest]) -> None:
@@ -161,7 +190,8 @@ class _Run:
         if not expectations:
             return
         batch = self.source.add_dataframe_asset(name=name).add_batch_definition_whole_dataframe("whole")
-        suite = self.ctx.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
+        # copies: a suite takes an expectation as its own, and a table's rows may be validated in several batches
+        suite = self.ctx.suites.add(gx.ExpectationSuite(name=name, expectations=[copy.copy(e) for e in expectations]))
         validator = self.ctx.get_validator(batch_request=batch.build_batch_request(
             batch_parameters={"dataframe": frame}))
         configurations = validator.process_expectations_for_validation(
