@@ -39,23 +39,47 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
+AIRFLOW_SIDE = ("tests/dags/", "tests/ui/", "tests/local/", "tests/warden/", "tests/test_longrun.py",
+                "tests/test_bench_smoke.py")
+"""Drill files of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the long run
+(the first: the stream's job processes, maintenance and recovery beside it)."""
+
+
+def _drill_units() -> dict[str, str]:
+    """Each drill file (a ``slow`` test: real job processes, an Airflow server, a browser; or one answering
+    approvals in process) and its unit: ``drills-stream`` or ``drills-airflow``."""
+    units = {}
+    for path in (REPO / "tests").rglob("test_*.py"):
+        text = path.read_text()
+        if "pytest.mark.slow" in text or "answer_in_process" in text:
+            name = str(path.relative_to(REPO))
+            units[name] = "drills-airflow" if name.startswith(AIRFLOW_SIDE) else "drills-stream"
+    return units
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The drills first, so that the two workers each start one drill unit (the longest work) and take the
+    other files as they finish."""
+    units = _drill_units()
+    rank = {"drills-stream": 0, "drills-airflow": 1}
+    items.sort(key=lambda item: rank.get(units.get(item.nodeid.split("::", 1)[0], ""), 2))
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``make test``'s two workers: every file holding a drill (a ``slow`` test: real job processes, an Airflow
-    server, a browser) in one unit, so the drills run one after another on one worker, never two at once on two
-    cores; every other file a unit of its own (its module fixtures made once), on whichever worker is free.
+    """``make test``'s two workers: the drill files in two units, each run whole on one worker, one after
+    another, so never two drills of one kind at once; every other file a unit of its own (its module
+    fixtures made once), on whichever worker is free. The files answering approvals in process stay in a
+    unit (under per-test distribution the answering thread once gave up before its request appeared).
     (xdist's ``loadgroup`` would say this with markers, but it renames node ids in a way pytest 9 ignores.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    # and the files answering approvals in process: under per-test distribution two of them hung (the answering
-    # thread never saw its request); in this unit they run in the order a single process runs them
-    drills = {str(path.relative_to(REPO)) for path in (REPO / "tests").rglob("test_*.py")
-              if "pytest.mark.slow" in (text := path.read_text()) or "answer_in_process" in text}
+    units = _drill_units()
 
     class DrillsTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "drills" if path in drills else path
+            return units.get(path, path)
 
     return DrillsTogether(config, log)
 

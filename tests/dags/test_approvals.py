@@ -69,7 +69,7 @@ def _states(run: Any) -> dict[str, str | None]:
 
 
 def test_approve_lets_the_downstream_run_and_records_what_was_shown() -> None:
-    with answer_in_process("approvals_approve", "approve", "Approve", timeout=60) as approval:
+    with answer_in_process("approvals_approve", "approve", "Approve") as approval:
         run = _dag("approvals_approve").test()
     assert run.state == "success"
     assert _states(run) == {"plan": "success", "approve": "success", "change": "success", "report": "success"}
@@ -82,7 +82,7 @@ def test_approve_lets_the_downstream_run_and_records_what_was_shown() -> None:
 
 
 def test_reject_skips_the_downstream_and_the_all_done_report_still_runs() -> None:
-    with answer_in_process("approvals_reject", "approve", "Reject", timeout=60) as approval:
+    with answer_in_process("approvals_reject", "approve", "Reject") as approval:
         run = _dag("approvals_reject").test()
     assert _states(run) == {"plan": "success", "approve": "success", "change": "skipped", "report": "success"}
     assert approval.answered and approval.answer["chosen_options"] == ["Reject"]
@@ -93,7 +93,7 @@ def test_reject_skips_the_downstream_and_the_all_done_report_still_runs() -> Non
 
 def test_a_refused_answer_fails_the_asking_task_instead_of_leaving_dag_test_waiting() -> None:
     with pytest.raises(AssertionError, match=r"refused \(HTTP 400\)"),  \
-            answer_in_process("approvals_refused", "approve", "Maybe", timeout=60) as approval:
+            answer_in_process("approvals_refused", "approve", "Maybe") as approval:
         run = _dag("approvals_refused").test()
     assert approval.run_id == run.run_id  # the run ended: the asking task was failed for it
     states = _states(run)

@@ -133,7 +133,7 @@ def _recover(conf: dict[str, Any], answer: str | None) -> tuple[dict[str, str | 
     if answer is None:
         run = _dag().test(run_conf=conf)
     else:
-        with answer_in_process("recover_stream", "approve", answer, timeout=180) as approval:
+        with answer_in_process("recover_stream", "approve", answer) as approval:
             run = _dag().test(run_conf=conf)
     [report] = [ti for ti in run.get_task_instances() if ti.task_id == "report_and_alert"]
     return ({ti.task_id: ti.state for ti in run.get_task_instances()},

@@ -96,25 +96,29 @@ def dead_letters(output: Path) -> dict[str, list[str]]:
     return by_key
 
 
+BIG_WORKLOAD = 350_000
+
+
 @pytest.fixture(scope="module")
 def big_workload(broker: LocalBroker) -> dict[str, Any]:
-    """1M+ snapshot/update messages from 210 concurrent sessions over 3 topics x 4 partitions."""
+    """350k snapshot/update messages from 210 concurrent sessions over 3 topics x 4 partitions (the exactly-once
+    drill of raw offsets, ``test_stream_exactly_once``, reads a million)."""
     options = ProducerOptions(prefix=f"big{os.getpid()}", sites=3, partitions=4, sessions_per_site=70,
-                              rows_per_snapshot=40, updates_per_session=3000, max_messages=1_050_000,
+                              rows_per_snapshot=40, updates_per_session=3000, max_messages=BIG_WORKLOAD,
                               track_expected=True, seed=11)
     report = run_producer(load_settings(bootstrap_servers=broker.bootstrap_servers), options)
-    assert report.messages_sent == 1_050_000 and not report.delivery_errors
+    assert report.messages_sent == BIG_WORKLOAD and not report.delivery_errors
     assert report.expected_tables is not None and len(report.expected_tables) >= 200
     return {"pattern": f"{options.prefix}-.*", "topics": options.topics, "expected": report.expected_tables}
 
 
 @pytest.mark.parametrize("spill", [False, True], ids=["normal-with-kill9", "forced-spill"])
-def test_million_messages_rebuild_every_table_cell_for_cell(
+def test_350k_messages_in_large_batches_rebuild_every_table_cell_for_cell(
     broker: LocalBroker, big_workload: dict[str, Any], tmp_path: Path, spill: bool
 ) -> None:
     conf = {"spark.shuffle.spill.numElementsForceSpillThreshold": "10000"} if spill else {}
     env = stream_env(tmp_path, broker.bootstrap_servers, big_workload["pattern"], pipeline="sessions",
-                     max_offsets_per_trigger="250000", spark_conf=json.dumps(conf))
+                     max_offsets_per_trigger="100000", spark_conf=json.dumps(conf))
     job = StreamProcess(env, tmp_path / "stream.log")
     checkpoint = job.settings.checkpoint_location
     expected_offsets = all_offsets(broker.bootstrap_servers, big_workload["topics"])
