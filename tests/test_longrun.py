@@ -12,11 +12,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from streamwarden_longrun.analysis import summarize
+from streamwarden_longrun.census import Census
 from streamwarden_longrun.records import MIB, Event, EventType, RoleMemory, RunInfo, RunLog, Sample, from_line, to_line
 from streamwarden_longrun.roles import EXPECTED_ROLES, OTHER, classify
 
@@ -143,6 +145,61 @@ def test_a_short_run_is_incomplete_not_judged() -> None:
     assert summary.memory_judged is False and all(role.flat is None for role in summary.roles)
     assert summary.projections == [] and summary.stream.commits == 5
     assert summary.verdict == "incomplete" and summary.reasons == []
+
+
+def _task(minute: float, ti_id: str, mib: float) -> Event:
+    return _event(minute + 1, EventType.TASK_ENDED, ti_id=ti_id, started_s=minute * 60.0, ran_s=20.0,
+                  peak_rss_bytes=int(mib * MIB))
+
+
+def test_tasks_are_judged_by_kind_whatever_interval_held_the_large_ones() -> None:
+    # health checks every 2 minutes at 230 MiB; validations every 30 at 900, flat, one of them late in the window:
+    # by the largest process of each interval that late spike alone would tilt the line
+    samples = [_sample(m, 100.0, [START + m * 60.0]) for m in range(121)]
+    checks = [_task(m, f"h{m}", 230.0) for m in range(0, 121, 2)]
+    flat = [_task(m, f"v{m}", 900.0 + (m % 7)) for m in (30, 60, 90, 118)]
+    names = {**{f"h{m}": "stream_supervisor.check_health" for m in range(0, 121, 2)},
+             **{f"v{m}": "validate_output.validate_tables" for m in (30, 60, 90, 118)}}
+    ending = [_event(120, EventType.TASK_NAMES, names=names), _event(120, EventType.STOPPING, reason="deadline")]
+    summary = summarize(RunLog(_info(minutes=120.0), samples, [*checks, *flat, *ending]))
+    tasks = next(r for r in summary.roles if r.role == "airflow-tasks")
+    kinds = {k.task: k for k in summary.task_kinds}
+    assert tasks.fitted_on == "each task's peak, per DAG task" and tasks.flat is True
+    assert kinds["validate_output.validate_tables"].runs == 4 and kinds["stream_supervisor.check_health"].runs == 56
+    assert all(k.flat for k in kinds.values())
+
+    growing = [_task(m, f"v{m}", 900.0 + 4 * m) for m in (30, 60, 90, 118)]  # +240 MiB an hour
+    summary = summarize(RunLog(_info(minutes=120.0), samples, [*checks, *growing, *ending]))
+    tasks = next(r for r in summary.roles if r.role == "airflow-tasks")
+    assert tasks.flat is False and tasks.slope_mib_per_hour == pytest.approx(240.0, abs=1.0)
+    (not_flat,) = [reason for reason in summary.reasons if "memory not flat" in reason]
+    assert "airflow-tasks +240.0 MiB/h (validate_output.validate_tables +240.0)" in not_flat
+    assert "check_health" not in not_flat
+
+    unnamed = summarize(RunLog(_info(minutes=120.0), samples, [*checks, *growing, ending[1]]))
+    assert unnamed.task_kinds == [] and next(
+        r for r in unnamed.roles if r.role == "airflow-tasks").fitted_on == "largest process's peak"
+
+
+def test_a_task_process_is_followed_from_its_first_look_to_its_last() -> None:
+    ti_id = "01a21c51-faea-798e-bcb7-b4495c179aa6"
+    # the title comes from argv, so that the command line shows it only once the process has taken its memory
+    script = ("import setproctitle, sys, time; block = b'x' * (64 * 2**20); "
+              "setproctitle.setproctitle('airflow worker -- ' + sys.argv[1]); time.sleep(2)")
+    task = subprocess.Popen([sys.executable, "-c", script, ti_id])
+    census = Census(os.getpid())
+    try:
+        deadline = time.monotonic() + 30
+        while not census.running_tasks() and time.monotonic() < deadline:
+            census.look()
+            time.sleep(0.2)
+        (running,) = census.running_tasks()
+        assert running.ti_id == ti_id and census.ended_tasks() == []
+    finally:
+        task.wait(30)
+    census.look()
+    (ended,) = census.ended_tasks()
+    assert ended.ti_id == ti_id and ended.peak_rss_bytes > 64 * MIB and census.running_tasks() == []
 
 
 def test_records_survive_their_line() -> None:

@@ -11,11 +11,16 @@ between samples and make its sum jump by hundreds of MiB, noise that would swamp
 PSS, which splits a page shared by forked processes (a PySpark worker and its daemon, a parse process and the
 dag-processor) between them instead of counting it once per process: the kernel walks every page for it,
 about 3 ms of CPU per process here, so it is read at samples only.
+
+A task's process (``airflow worker -- <task instance id>``) is also followed on its own, from its first look
+to its last, with its highest RSS: :meth:`Census.ended_tasks` hands over those that are gone, so each task's
+peak is recorded with its task instance (named later through the API: which DAG's task it was).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +31,18 @@ from .roles import OTHER, classify
 
 ProcessKey = tuple[int, float]  # pid and create time: a pid alone may be reused
 LONG_LIVED_S = 300.0
+TASK_TITLE = re.compile(r"airflow worker -- ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+"""The title Airflow's task runner gives the process running a task: its task instance's id."""
+
+
+@dataclass
+class TaskProcess:
+    """One task's process, from its first look to its last."""
+
+    ti_id: str
+    first_seen: float  # epoch seconds
+    last_seen: float
+    peak_rss_bytes: int
 
 
 @dataclass
@@ -53,6 +70,8 @@ class Census:
     _peaks: dict[str, int] = field(default_factory=dict)
     _largest: dict[str, int] = field(default_factory=dict)
     _unclassified: set[str] = field(default_factory=set)
+    _tasks: dict[str, TaskProcess] = field(default_factory=dict)
+    _ended: list[TaskProcess] = field(default_factory=list)
 
     def _members(self) -> list[psutil.Process]:
         try:
@@ -88,10 +107,30 @@ class Census:
                     look.long_lived_rss_bytes += memory.rss
                     look.long_lived_pids.append(process.pid)
                 look.pss_bytes = None if pss is None or look.pss_bytes is None else look.pss_bytes + pss
+                if (task := TASK_TITLE.search(command)) is not None:
+                    self._task_seen(task.group(1), now, memory.rss)
+        self._tasks_gone(now)
         for role, look in by_role.items():
             self._peaks[role] = max(self._peaks.get(role, 0), look.rss_bytes)
             self._largest[role] = max(self._largest.get(role, 0), look.largest_rss_bytes)
         return by_role
+
+    def _task_seen(self, ti_id: str, now: float, rss: int) -> None:
+        seen = self._tasks.setdefault(ti_id, TaskProcess(ti_id, now, now, 0))
+        seen.last_seen, seen.peak_rss_bytes = now, max(seen.peak_rss_bytes, rss)
+
+    def _tasks_gone(self, now: float) -> None:
+        for ti_id in [t for t, seen in self._tasks.items() if seen.last_seen < now]:
+            self._ended.append(self._tasks.pop(ti_id))
+
+    def ended_tasks(self) -> list[TaskProcess]:
+        """The task processes gone since the previous call."""
+        ended, self._ended = self._ended, []
+        return ended
+
+    def running_tasks(self) -> list[TaskProcess]:
+        """The task processes seen at the last look."""
+        return list(self._tasks.values())
 
     def take(self) -> tuple[dict[str, RoleMemory], list[str], list[str]]:
         """A sample: per role the processes, RSS and PSS now and the RSS peak since the previous sample; the roles

@@ -86,6 +86,11 @@ class DagRunWatch:
             if not page or offset >= int(document.get("total_entries", 0)):
                 return items
 
+    def task_names(self) -> dict[str, str]:
+        """Every task instance the API knows: its id -> ``dag_id.task_id``."""
+        return {str(t["id"]): f"{t['dag_id']}.{t['task_id']}"
+                for t in self._get("/api/v2/dags/~/dagRuns/~/taskInstances", []) if t.get("id")}
+
     def look(self) -> list[Noticed]:
         """New red runs (with their failed tasks) and new failed tasks of runs that are not red (yet)."""
         noticed: list[Noticed] = []

@@ -94,6 +94,8 @@ class EventType(StrEnum):
     STOPPED = "stopped"
     KILLED = "killed"  # `up` did not stop within the stop timeout and was killed
     LEFTOVER = "leftover"  # a process of the platform still alive after `up` ended
+    TASK_ENDED = "task_ended"  # a task's process is gone: its task instance id, when it ran, its peak RSS
+    TASK_NAMES = "task_names"  # what the API says each task instance was: {id: "dag_id.task_id"}
 
 
 @dataclass(frozen=True)

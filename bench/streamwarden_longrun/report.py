@@ -76,6 +76,14 @@ def markdown(s: Summary, chart_name: str = "timeline.png") -> str:
                      f"| {_num(r.mib_end, 0)} | {_num(r.mib_max, 0)} | {_num(r.pss_mib_end, 0)} "
                      f"| {_num(r.slope_mib_per_hour, signed=True)} | {flat} |")
     lines += ["", "Roles: " + "; ".join(f"`{r.role}` {what.get(r.role, 'none of the above')}" for r in s.roles) + "."]
+    if s.task_kinds:
+        lines += ["", "Tasks by kind (each task process's peak RSS, runs started after the warm-up; `airflow-tasks` "
+                  "is judged on these, every kind with at least three runs):", "",
+                  "| DAG task | runs | MiB first | MiB last | MiB max | slope MiB/h | flat |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {k.task} | {k.runs} | {_num(k.first_mib, 0)} | {_num(k.last_mib, 0)} | {_num(k.max_mib, 0)} "
+                  f"| {_num(k.slope_mib_per_hour, signed=True)} | "
+                  f"{'not judged' if k.flat is None else 'yes' if k.flat else '**no**'} |" for k in s.task_kinds]
     if s.roles_missing:
         lines += ["", f"Never seen: {', '.join(s.roles_missing)}."]
     if s.unclassified:

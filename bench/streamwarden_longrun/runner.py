@@ -32,7 +32,7 @@ from streamwarden.secrets import scrub
 from streamwarden.settings import ENV_PREFIX, Settings, load_settings
 from streamwarden.warden.status import read_status
 
-from .census import Census
+from .census import Census, TaskProcess
 from .dag_runs import DagRunPoller, DagRunWatch
 from .disk import DiskAreas
 from .processes import CpuBurn, kill_all, start_up
@@ -102,6 +102,7 @@ class LongRun:
         self.out = SampleFile(options.results / "samples.jsonl")
         self.own = psutil.Process()
         self.started = time.monotonic()
+        self.started_epoch = time.time()
 
     def run(self, say: Callable[[str], None] = print) -> Path:
         """Run the platform for ``minutes`` and return the samples file."""
@@ -114,7 +115,7 @@ class LongRun:
         try:
             with self.out:
                 up = start_up(options.home, options.api_port, options.producer_rate, up_log)
-                self.started = time.monotonic()
+                self.started, self.started_epoch = time.monotonic(), time.time()
                 self.out.write(self._info())
                 self._event(EventType.UP_STARTED, {"pid": up.pid, "log": str(up_log)})
                 say(f"up (pid {up.pid}) on home {options.home}, API port {options.api_port}, "
@@ -145,6 +146,7 @@ class LongRun:
                     say(f"up exited with code {up.returncode} before the deadline")
                     return "platform exited"
                 census.look()
+                self._tasks_ended(census.ended_tasks())
                 self._record(self.stream.look(stopping=False))
                 self._record(self.poller.drain())
                 if time.monotonic() >= next_sample:
@@ -177,6 +179,7 @@ class LongRun:
                 self._record(self.stream.look(stopping=False))
                 time.sleep(LOOK_S)
             self._record(self.poller.drain())
+            self._name_tasks(say)
             say(f"stopping up with SIGINT ({reason})")
             began = time.monotonic()
             if up.poll() is None:
@@ -191,6 +194,8 @@ class LongRun:
                 up.kill()
                 self._event(EventType.KILLED, {"after_s": round(time.monotonic() - began, 1)})
             code = up.wait()
+            census.look()
+            self._tasks_ended(census.ended_tasks() + census.running_tasks())
             self._record(self.stream.look(stopping=True))
             self._event(EventType.STOPPED, {"exit_code": code, "stop_s": round(time.monotonic() - began, 1)})
             say(f"up exited with code {code} after {time.monotonic() - began:.0f}s")
@@ -236,6 +241,22 @@ class LongRun:
     def _record(self, noticed: list[Noticed]) -> None:
         for item in noticed:
             self._event(item.type, item.detail)
+
+    def _tasks_ended(self, tasks: list[TaskProcess]) -> None:
+        for task in tasks:
+            self._event(EventType.TASK_ENDED, {
+                "ti_id": task.ti_id, "started_s": round(task.first_seen - self.started_epoch, 1),
+                "ran_s": round(task.last_seen - task.first_seen, 1), "peak_rss_bytes": task.peak_rss_bytes})
+
+    def _name_tasks(self, say: Callable[[str], None]) -> None:
+        """Which DAG's task each task instance was, while the API still answers (tasks are judged by kind)."""
+        if not self.dag_runs.ready():
+            return
+        try:
+            self._event(EventType.TASK_NAMES, {"names": self.dag_runs.task_names()})
+        except (OSError, RuntimeError, ValueError, KeyError) as exc:
+            self._event(EventType.API_ERROR, {"error": f"task names: {type(exc).__name__}: {str(exc)[:500]}"})
+            say(f"the task instances could not be named: {exc}")
 
     def _progress_line(self, sample: Sample) -> str:
         total = sum(memory.rss_bytes for memory in sample.roles.values()) / MIB
