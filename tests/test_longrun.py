@@ -233,3 +233,8 @@ def test_a_five_minute_long_run(tmp_path: Path) -> None:
     assert summary["stop"] == summary["stop"] | {"exit_code": 0, "killed": False}, context
     assert summary["leftovers"] == [], context
     assert summary["verdict"] in ("pass", "incomplete"), context  # incomplete: memory not judged in 5 minutes
+    events = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    ended = {e["detail"]["ti_id"] for e in events if e.get("type") == "task_ended"}
+    named = {ti: name for e in events if e.get("type") == "task_names" for ti, name in e["detail"]["names"].items()}
+    assert ended and ended <= set(named), context  # every task's process followed, and named: its DAG task
+    assert any(named[ti].startswith("stream_supervisor.") for ti in ended), context
