@@ -24,7 +24,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy include plugins jobs dags $(wildcard bench)
 
-# Two workers: the files with drills (marked slow) one after another on one, the others on either
+# Two workers: the drill files in two units (the stream's, Airflow's), one on each worker, the others on either
 # (tests/conftest.py); every test's duration goes to test-results/junit.xml. In this process alone:
 # make pytest PYTEST_WORKERS=0 PYTEST_ARGS=tests/...
 PYTEST_WORKERS ?= 2
