@@ -65,6 +65,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(units.get(item.nodeid.split("::", 1)[0], ""), 2))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The JVMs' options (``tests/jvm_options.py``), made once by the controlling process: the workers and every
+    process they start inherit them. A ``SPARK_SUBMIT_OPTS`` already set is left as it is."""
+    if not hasattr(config, "workerinput") and "SPARK_SUBMIT_OPTS" not in os.environ:
+        from jvm_options import jvm_options
+
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options()
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``make test``'s two workers: the drill files in two units, each run whole on one worker, one after
