@@ -112,11 +112,12 @@ def big_workload(broker: LocalBroker) -> dict[str, Any]:
     return {"pattern": f"{options.prefix}-.*", "topics": options.topics, "expected": report.expected_tables}
 
 
-@pytest.mark.parametrize("spill", [False, True], ids=["normal-with-kill9", "forced-spill"])
-def test_350k_messages_in_large_batches_rebuild_every_table_cell_for_cell(
-    broker: LocalBroker, big_workload: dict[str, Any], tmp_path: Path, spill: bool
+def test_350k_messages_in_large_batches_through_kill_9_and_spilled_sorts_rebuild_every_table_cell_for_cell(
+    broker: LocalBroker, big_workload: dict[str, Any], tmp_path: Path, spark: SparkSession
 ) -> None:
-    conf = {"spark.shuffle.spill.numElementsForceSpillThreshold": "10000"} if spill else {}
+    # Spark spills every 10k rows of a sort, so each session's events come back from spill files; the job dies
+    # twice at a commit and once at a random point, and the state comes back from the checkpoint each time
+    conf = {"spark.shuffle.spill.numElementsForceSpillThreshold": "10000"}
     env = stream_env(tmp_path, broker.bootstrap_servers, big_workload["pattern"], pipeline="sessions",
                      max_offsets_per_trigger="100000", spark_conf=json.dumps(conf))
     job = StreamProcess(env, tmp_path / "stream.log")
@@ -124,16 +125,18 @@ def test_350k_messages_in_large_batches_rebuild_every_table_cell_for_cell(
     expected_offsets = all_offsets(broker.bootstrap_servers, big_workload["topics"])
     ends = log_ends(expected_offsets)
 
-    if not spill:  # kill -9 between the two tables' commits (session_rows done, quarantine not), then before one
-        for point in ("after_commit", "before_commit"):
-            job.start(**{CHAOS_ENV: point})
-            assert job.wait_exit(600) == -9, f"{point}: expected a SIGKILL death\n{job.log_tail()}"
+    # kill -9 between the two tables' commits (session_rows done, quarantine not), then before one; the point
+    # does not depend on the batch's size, so these batches are small
+    for point in ("after_commit", "before_commit"):
+        job.start(**{CHAOS_ENV: point, "STREAMWARDEN_MAX_OFFSETS_PER_TRIGGER": "10000"})
+        assert job.wait_exit(600) == -9, f"{point}: expected a SIGKILL death\n{job.log_tail()}"
     job.start()
-    if not spill:  # kill -9 mid-run: state must come back from the checkpoint with no false gap
-        job.wait_until(lambda: len(commit_batches(checkpoint)) >= 1, 600, "a first committed batch")
-        time.sleep(random.Random(7).uniform(0.5, 5.0))
-        job.kill9()
-        job.start()
+    # kill -9 mid-run: state must come back from the checkpoint with no false gap
+    done = len(commit_batches(checkpoint))
+    job.wait_until(lambda: len(commit_batches(checkpoint)) > done, 600, "a committed batch")
+    time.sleep(random.Random(7).uniform(0.5, 5.0))
+    job.kill9()
+    job.start()
     job.wait_until(lambda: job.caught_up(ends), 900, "all offsets processed")
     assert job.stop() == 0, job.log_tail()
 
@@ -148,6 +151,12 @@ def test_350k_messages_in_large_batches_rebuild_every_table_cell_for_cell(
                  for start, end in parts.values())
              for commit in DeltaTable(str(output / SESSION_ROWS)).history() if "streamwarden.ranges" in commit]
     assert max(sizes) >= 100_000, "large batches: at least 100k records per trigger"
+    # a new checkpoint pins the slot codec and the store's own expiry, and holds every open session in slots
+    # of that codec (Spark's state reader shows them)
+    pinned = json.loads((checkpoint / HANDLER_FILE).read_text())
+    assert (pinned["slot_codec"], pinned["slot_expiry"]) == (SLOT_CODEC, SLOT_EXPIRY)
+    codec = SlotCodec(pinned["slot_codec"])
+    assert {s for blob in slot_blobs(spark, checkpoint) for s in codec.decode(blob)} == set(expected)
 
 
 @pytest.fixture(scope="module")
@@ -269,22 +278,6 @@ def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
     assert failure is not None and "EventCounter" in failure.message and "refusing to start" in failure.message
 
 
-def test_session_timeout_releases_the_state_of_a_silent_session(
-    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
-) -> None:
-    (topic,) = topic_factory(1, partitions=1)
-    first = produce_messages(broker.bootstrap_servers, topic, CLEAN[:2])
-    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="3s")
-    job.start()
-    job.wait_until(lambda: job.caught_up({topic: {0: len(first)}}), 300, "the session's first events")
-    time.sleep(8)  # silent for longer than the timeout: the state expires
-    produce_messages(broker.bootstrap_servers, topic, CLEAN[2:3])
-    expected = {(topic, 0, o) for o in range(3)}
-    job.wait_until(lambda: _accounted(job, expected), 120, "the late update accounted")
-    assert job.stop() == 0, job.log_tail()
-    assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
-
-
 def test_a_checkpoint_keeps_its_state_partitions_buckets_and_layout_when_the_settings_change(
     broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
 ) -> None:
@@ -333,13 +326,12 @@ def slot_blobs(spark: SparkSession, checkpoint: Path) -> list[bytes]:
     return [bytes(v["value"]["sessions"] if "value" in v else v["sessions"]) for v in values]
 
 
-@pytest.mark.parametrize("legacy", [True, False], ids=["plain-slots-pinned-before-codecs", "new-checkpoint"])
-def test_slots_stay_in_the_codec_their_checkpoint_pinned_across_restarts(
-    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, spark: SparkSession, legacy: bool
+def test_a_checkpoint_pinned_before_slot_codecs_keeps_plain_slots_across_restarts(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, spark: SparkSession
 ) -> None:
     # a checkpoint started before slots were compressed (its pinned layout names no slot_codec) goes on reading
-    # and writing plain slots, a new one compresses them; the updates after the restart need the states the
-    # first run stored, and Spark's state reader shows how the slots are held
+    # and writing plain slots, with Spark's TTL (a new checkpoint's codec: the 350k test); the updates after the
+    # restart need the states the first run stored, and Spark's state reader shows how the slots are held
     (topic,) = topic_factory(1, partitions=2)
     sessions = [f"P{i}" for i in range(40)]
     first = [good(snapshot(s, 0, {"r1": {"qty": i}, "r2": {"qty": -i}})) for i, s in enumerate(sessions)]
@@ -347,9 +339,8 @@ def test_slots_stay_in_the_codec_their_checkpoint_pinned_across_restarts(
     job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="fail", session_buckets="4",
                       session_slots="8")
     checkpoint = job.settings.checkpoint_location
-    if legacy:
-        checkpoint.mkdir(parents=True)
-        (checkpoint / HANDLER_FILE).write_text(json.dumps(fingerprint(TableReconstruction(), 4, 8)))
+    checkpoint.mkdir(parents=True)
+    (checkpoint / HANDLER_FILE).write_text(json.dumps(fingerprint(TableReconstruction(), 4, 8)))
     placed = set(produce_messages(broker.bootstrap_servers, topic, first))
     job.start()
     job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), 300, "the snapshots")
@@ -362,24 +353,25 @@ def test_slots_stay_in_the_codec_their_checkpoint_pinned_across_restarts(
     assert not dead_letters(job.settings.root("output"))
     assert final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA) == replay(first + then)
     pinned = json.loads((checkpoint / HANDLER_FILE).read_text())
-    assert pinned.get("slot_codec", "") == ("" if legacy else SLOT_CODEC)
-    assert pinned.get("slot_expiry", "") == ("" if legacy else SLOT_EXPIRY)  # Spark's TTL only on the legacy one
-    codec = SlotCodec(pinned.get("slot_codec", ""))
+    assert "slot_codec" not in pinned and "slot_expiry" not in pinned
+    codec = SlotCodec("")
     held = slot_blobs(spark, checkpoint)
     assert held and {s for blob in held for s in codec.decode(blob)} == set(sessions)
 
 
-@pytest.mark.parametrize(("buckets", "slots"), [("1", "1"), ("16", "64")],
-                         ids=["one-slot", "many-slots"])
+@pytest.mark.parametrize(("buckets", "slots"), [("1", "1"), (None, None)], ids=["one-slot", "default-slots"])
 def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
-    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, buckets: str, slots: str
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, buckets: str | None,
+    slots: str | None
 ) -> None:
     # A goes silent; B..H are written on every few seconds, and their state must outlive their first write by
-    # more than the timeout (with one slot, A and B share the state entry B rewrites)
+    # more than the timeout (with one slot, A and B share the state entry B rewrites; the default layout spreads
+    # them over many slots)
     (topic,) = topic_factory(1, partitions=1)
     placed: dict[tuple[int, int], Message] = {}
+    layout = {} if buckets is None or slots is None else {"session_buckets": buckets, "session_slots": slots}
     job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="20s",
-                      session_buckets=buckets, session_slots=slots)
+                      **layout)
     alive = [chr(c) for c in range(ord("B"), ord("I"))]
 
     def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
