@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -50,6 +51,18 @@ def airflow_env(home: Path, port: int, base: dict[str, str], **extra: str) -> di
     })
     env.update(extra)
     return env
+
+
+def _answered(predicate: Callable[[], bool]) -> bool:
+    """``predicate()``, False when its request to the API timed out (an HTTP error is raised as it is)."""
+    try:
+        return predicate()
+    except TimeoutError:
+        return False
+    except urllib.error.URLError as exc:
+        if isinstance(exc, urllib.error.HTTPError) or not isinstance(exc.reason, TimeoutError):
+            raise
+        return False
 
 
 class AirflowServer:
@@ -113,9 +126,10 @@ class AirflowServer:
         return any("state=awaiting_input" in row for row in text.splitlines() if line in row)
 
     def wait(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        """Poll ``predicate`` every second; AssertionError with the log's tail on timeout or if Airflow exited."""
+        """Poll ``predicate`` every second; AssertionError with the log's tail on timeout or if Airflow exited. A
+        poll whose request timed out (a busy API server) is one more poll, not the answer."""
         deadline = time.monotonic() + timeout
-        while not predicate():
+        while not _answered(predicate):
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"airflow standalone exited ({self.process.returncode}) while waiting for "
                                      f"{what}; log:\n{self.log_tail()}")
