@@ -67,11 +67,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The JVMs' options (``tests/jvm_options.py``), made once by the controlling process: the workers and every
-    process they start inherit them. A ``SPARK_SUBMIT_OPTS`` already set is left as it is."""
-    if not hasattr(config, "workerinput") and "SPARK_SUBMIT_OPTS" not in os.environ:
+    process they start inherit them. A ``JAVA_TOOL_OPTIONS`` already set is left as it is."""
+    if not hasattr(config, "workerinput") and "JAVA_TOOL_OPTIONS" not in os.environ:
         from jvm_options import jvm_options
 
-        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options()
+        os.environ["JAVA_TOOL_OPTIONS"] = jvm_options()
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)

@@ -6,8 +6,11 @@ compiler's threads: a small local job took 29-36 s of the JVM's CPU as it is, 18
 with C1 and an archive of the classes it loaded. The tests check behaviour, not the JIT; production keeps the
 JVM's defaults.
 
-``SPARK_SUBMIT_OPTS`` carries the options: spark-submit puts it on the driver's command line, and the job
-processes, Airflow's servers and ``up`` inherit it from the test run's environment. The archive is made once
+``JAVA_TOOL_OPTIONS`` carries the options, so that every JVM the run starts (through the job processes,
+Airflow's servers and ``up``, which inherit the test run's environment) takes them before its command line:
+the stream driver's own options (``SPARK_SUBMIT_OPTS``, the collector, the heap) stay what production runs.
+The JVMs' warnings go to stderr, since spark-submit's launcher JVM (another class path: it cannot use the
+archive, and would say so) answers on stdout, and the archive's messages are errors only. The archive is made once
 per machine, Java and Spark by a short job that loads the classes the stream loads (SQL, a stateful stream on
 RocksDB, Arrow to Python workers); without one (it could not be made), the JVMs start without it.
 """
@@ -23,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+QUIET = "-Xlog:disable -Xlog:all=warning:stderr -Xlog:cds=error:stderr -Xlog:cds+dynamic=error:stderr"
 
 _LOADER = r"""
 import sys
@@ -75,5 +79,5 @@ def jvm_options() -> str:
     with open(archive.with_suffix(".lock"), "w") as lock:  # concurrent test runs make it once
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not archive.exists() and not _make_archive(archive):
-            return C1_ONLY
-    return f"{C1_ONLY} -XX:SharedArchiveFile={archive}"
+            return f"{C1_ONLY} {QUIET}"
+    return f"{C1_ONLY} -XX:SharedArchiveFile={archive} {QUIET}"
