@@ -39,8 +39,7 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
-AIRFLOW_SIDE = ("tests/dags/", "tests/ui/", "tests/local/", "tests/warden/", "tests/test_longrun.py",
-                "tests/test_bench_smoke.py")
+AIRFLOW_SIDE = ("tests/dags/", "tests/ui/", "tests/local/", "tests/warden/", "tests/test_bench_smoke.py")
 """Drill files of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the long run
 (the first: the stream's job processes, maintenance and recovery beside it)."""
 

@@ -12,14 +12,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from streamwarden.tables.location import TableLocation
 
 
-def commit_info(location: TableLocation, version: int) -> dict[str, Any] | None:
-    """The ``commitInfo`` of ``version`` (its custom metadata among its keys); None when the version's log file
-    is not there (not committed yet, or cleaned up) or it has no ``commitInfo``."""
+@dataclass(frozen=True)
+class CommitEntry:
+    """One version's log entry: its ``commitInfo`` (empty when it has none) and the files it added and
+    removed."""
+
+    info: dict[str, Any]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def commit_entry(location: TableLocation, version: int) -> CommitEntry | None:
+    """The log entry of ``version``; None when its log file is not there (not committed yet, or cleaned up)."""
     store, base = location.filesystem()
     with location.reaching():
         try:
@@ -27,12 +38,23 @@ def commit_info(location: TableLocation, version: int) -> dict[str, Any] | None:
                 text = stream.read().decode()
         except FileNotFoundError:
             return None
+    info: dict[str, Any] = {}
+    files: dict[str, list[str]] = {"add": [], "remove": []}
     for line in text.splitlines():
         action = json.loads(line) if line.strip() else {}
         if "commitInfo" in action:
-            info: dict[str, Any] = action["commitInfo"]
-            return info
-    return None
+            info = action["commitInfo"]
+        for kind, paths in files.items():
+            if kind in action:
+                paths.append(unquote(action[kind]["path"]))
+    return CommitEntry(info, tuple(files["add"]), tuple(files["remove"]))
+
+
+def commit_info(location: TableLocation, version: int) -> dict[str, Any] | None:
+    """The ``commitInfo`` of ``version`` (its custom metadata among its keys); None when the version's log file
+    is not there (not committed yet, or cleaned up) or it has no ``commitInfo``."""
+    entry = commit_entry(location, version)
+    return None if entry is None or not entry.info else entry.info
 
 
 def commits_after(location: TableLocation, version: int, until: int | None = None

@@ -18,6 +18,10 @@ versions; Python only sees a few figures and offset ranges per topic-partition:
 Offsets one table claims and the other does not are a gap too, unless they lie above the lower of the two
 tables' newest offsets: that is the batch in flight between the two commits (check 2 judges it against the
 checkpoint).
+
+A scheduled run after a passing one reads a window (:mod:`.window`): steps 1-3 over the offsets from each
+topic's floor up (the claims' intervals cut there), and the rows written since the last validation below the
+floor are offsets committed again (a DUPLICATE).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import SESSION_ROWS
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.snapshot import PinnedTable
+from streamwarden.validation.window import Window
 
 MULTI_ROW_TABLES = frozenset({SESSION_ROWS})
 """Tables with several rows per offset (keyed by offset and row key); the others hold one row per offset."""
@@ -66,8 +71,9 @@ class Coverage:
 
 def check_coverage(tables: Sequence[PinnedTable], *, row_key: Sequence[str] = ("row_id",),
                    more_partitions: Iterable[TopicPartition] = (), max_ranges: int = 10,
-                   connection: duckdb.DuckDBPyConnection | None = None) -> Coverage:
-    """Check 1 over ``tables`` (pinned), for every topic-partition with rows or claims.
+                   connection: duckdb.DuckDBPyConnection | None = None, window: Window | None = None) -> Coverage:
+    """Check 1 over ``tables`` (pinned), for every topic-partition with rows or claims: over every row, or over
+    ``window`` (:mod:`.window`; the figures are then the window's).
 
     ``more_partitions`` are topic-partitions known from elsewhere (the checkpoint, Kafka): a table's log
     can only be asked about named partitions, so one whose rows are all gone is found through them.
@@ -76,7 +82,7 @@ def check_coverage(tables: Sequence[PinnedTable], *, row_key: Sequence[str] = ("
         return Coverage((), ())
     con = connection or duckdb.connect()
     try:
-        return _Reconciliation(con, tables, tuple(row_key), max_ranges).run(more_partitions)
+        return _Reconciliation(con, tables, tuple(row_key), max_ranges, window).run(more_partitions)
     finally:
         if connection is None:
             con.close()
@@ -84,20 +90,22 @@ def check_coverage(tables: Sequence[PinnedTable], *, row_key: Sequence[str] = ("
 
 class _Reconciliation:
     def __init__(self, con: duckdb.DuckDBPyConnection, tables: Sequence[PinnedTable], row_key: tuple[str, ...],
-                 max_ranges: int) -> None:
+                 max_ranges: int, window: Window | None) -> None:
         self.con, self.tables, self.row_key, self.max_ranges = con, list(tables), row_key, max_ranges
+        self.window = window or Window({}, {}, {}, "")
         self.names = [t.name for t in self.tables]
         self.both = "+".join(self.names)
 
     def run(self, more_partitions: Iterable[TopicPartition]) -> Coverage:
         self._aggregate()
         figures = self._figures()
-        partitions = sorted(set(figures) | set(more_partitions))
+        partitions = sorted(set(figures) | set(more_partitions) | self.window.partitions)  # rows outside the window too
         claims = {t.name: t.claims(partitions) for t in self.tables}
         covered, findings = self._covered(partitions, claims)
         self._register_claims(claims, covered)
         findings += self._gaps()
         findings += self._in_two_tables()
+        findings += self._written_again()
         for name in self.names:
             findings += self._repeated(name)
             findings += self._unclaimed(name)
@@ -116,12 +124,15 @@ class _Reconciliation:
 
     # -- step 1: one aggregation per table ---------------------------------------------------------------------
     def _aggregate(self) -> None:
+        self.con.register("floors", self.window.floors_frame())
         selects = []
         for table in self.tables:
             source = f"rows_{table.name}"
-            self.con.register(source, table.dataset())
+            self.con.register(source, table.dataset(leave_out=self.window.leave_out(table)))
             keys = 'topic, "partition", "offset"'
-            rows = f'(SELECT * FROM {source} WHERE {" AND ".join(f"{k} IS NOT NULL" for k in keys.split(", "))})'
+            present = " AND ".join(f"s.{k} IS NOT NULL" for k in keys.split(", "))
+            rows = (f'(SELECT s.* FROM {source} s LEFT JOIN floors f ON f.topic = s.topic '
+                    f'WHERE {present} AND s."offset" >= coalesce(f.floor, 0))')
             head = f"SELECT topic, \"partition\"::BIGINT AS \"partition\", \"offset\", '{table.name}' AS tbl"
             if table.name not in MULTI_ROW_TABLES:
                 selects.append(f"{head}, count(*)::BIGINT AS rows, (count(*) - 1)::BIGINT AS extra "
@@ -177,8 +188,9 @@ class _Reconciliation:
 
         self.con.register("claims_arrow", frame([(name, t, p, s, e) for name, per_tp in claims.items()
                                                  for (t, p), intervals in per_tp.items() for s, e in intervals]))
-        self.con.register("covered_arrow", frame([("", t, p, s, e) for (t, p), intervals in covered.items()
-                                                  for s, e in intervals]))
+        floor = self.window.floor
+        self.con.register("covered_arrow", frame([("", t, p, max(s, floor(t)), e) for (t, p), intervals
+                                                  in covered.items() for s, e in intervals if e > floor(t)]))
         self.con.execute("CREATE OR REPLACE TEMP TABLE claims AS SELECT * FROM claims_arrow")
         self.con.execute("CREATE OR REPLACE TEMP TABLE covered AS SELECT topic, \"partition\", start, \"end\" "
                          "FROM covered_arrow")
@@ -232,6 +244,25 @@ class _Reconciliation:
         return [Finding(FindingClass.DUPLICATE, self.both, topic, partition, ranges, count,
                         f"offsets held by more than one of {self.both} (each offset belongs to one table)")
                 for topic, partition, count, ranges in self._ranges(query)]
+
+    def _written_again(self) -> list[Finding]:
+        """Rows of the files written since the last validation at offsets below the window: offsets it checked,
+        committed again."""
+        findings = []
+        for table in self.tables:
+            written = self.window.written.get(table.name)
+            if not written:
+                continue
+            source = f"written_{table.name}"
+            self.con.register(source, table.dataset(leave_out=set(table.paths()) - written))
+            query = self._islands(f"""SELECT s.topic, s."partition"::BIGINT AS "partition", s."offset", 1 AS weight
+                                      FROM {source} s JOIN floors f ON f.topic = s.topic
+                                      WHERE s."offset" < f.floor GROUP BY ALL""")
+            findings += [Finding(FindingClass.DUPLICATE, table.name, topic, partition, ranges, count,
+                                 f"offsets the last validation checked (validated at version "
+                                 f"{self.window.since.get(table.name)}) committed again since")
+                         for topic, partition, count, ranges in self._ranges(query)]
+        return findings
 
     def _repeated(self, name: str) -> list[Finding]:
         query = self._islands(f"SELECT topic, \"partition\", \"offset\", extra AS weight FROM accounted "

@@ -52,6 +52,7 @@ class ValidationReport:
     exposure_limit: float | None = None  # check 5's limit (seconds); None: no restart schedule
     content: tuple[ContentCoverage, ...] = ()  # check 6: what each table's content check hashed
     rows_checked: dict[str, str] = field(default_factory=dict)  # table -> what the data expectations read of it
+    coverage_read: str = ""  # what check 1 read: a window after the last validation, or every row and why
 
     @property
     def passed(self) -> bool:
@@ -76,7 +77,7 @@ class ValidationReport:
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes),
                 "data_docs": self.data_docs, "data_docs_pages": dict(self.data_docs_pages),
                 "exposure": self.exposure_json(), "content": [asdict(c) for c in self.content],
-                "rows_checked": dict(self.rows_checked)}
+                "rows_checked": dict(self.rows_checked), "coverage_read": self.coverage_read}
 
     def exposure_json(self) -> dict[str, Any]:
         """Check 5's figures: the limit and every site's sessions and exposure at the end of the run."""
@@ -92,7 +93,8 @@ class ValidationReport:
                 "findings": [f.to_json() for f in self.findings[:max_findings]], "notes": list(self.notes),
                 "report": None if report_path is None else str(report_path), "data_docs": self.data_docs,
                 "data_docs_pages": dict(self.data_docs_pages), "exposure": self.exposure_json(),
-                "content": [c.line() for c in self.content], "rows_checked": list(self.rows_checked.values())}
+                "content": [c.line() for c in self.content], "rows_checked": list(self.rows_checked.values()),
+                "coverage_read": self.coverage_read}
 
     def text(self) -> str:
         """The report as a fixed-width table for a person, then the findings and the next actions."""
@@ -124,6 +126,7 @@ class ValidationReport:
             mismatched = sum(h.kafka != h.tables for h in self.hours)
             text.append(f"audit: {len(self.hours):,} topic-partition hours compared with Kafka, {mismatched:,} differ")
         text.extend(f"content: {c.line()}" for c in self.content)
+        text.extend(f"check 1 read: {self.coverage_read}" for _ in (1,) if self.coverage_read)
         text.extend(f"expectations: {line}" for line in self.rows_checked.values())
         text.extend(f"  {f.line()}" for f in self.findings)
         for finding in {f.finding_class: f for f in self.findings}.values():

@@ -8,7 +8,7 @@ that version lists, never from a listing of the folder.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -53,11 +53,17 @@ class PinnedTable:
     def version(self) -> int:
         return self.table.version()
 
-    def dataset(self, dictionary_columns: Sequence[str] = ()) -> ds.Dataset:
+    def dataset(self, dictionary_columns: Sequence[str] = (), leave_out: Collection[str] = ()) -> ds.Dataset:
         """The rows of the pinned version as a pyarrow dataset (only the files its log lists, but those
-        :meth:`check_storage` found damaged; ``dictionary_columns`` read dictionary-encoded)."""
+        :meth:`check_storage` found damaged and those in ``leave_out``; ``dictionary_columns`` read
+        dictionary-encoded)."""
         with self.location.reaching():
-            return dataset(self.table, self.location, dictionary_columns, leave_out=self.left_out)
+            return dataset(self.table, self.location, dictionary_columns, leave_out=self.left_out | set(leave_out))
+
+    def paths(self) -> list[str]:
+        """The data files the pinned version lists."""
+        with self.location.reaching():
+            return [str(path) for path in self.table.get_add_actions(flatten=False).column("path").to_pylist()]
 
     def columns(self) -> list[str]:
         return [f.name for f in self.table.schema().fields]

@@ -57,6 +57,7 @@ from streamwarden.validation.request import Check, Rows, ValidationRequest, defa
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import PinnedTable, pin
 from streamwarden.validation.upstream import PartitionUpstream, annotate, check_upstream
+from streamwarden.validation.window import Window, choose_window
 
 if TYPE_CHECKING:
     from streamwarden.validation.expectations.run import ExpectationsOutcome
@@ -101,9 +102,11 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
                for t in tables}
     findings = [storage_finding(problem) for checked in storage.values() for problem in checked.problems]
     content = tuple(covered for name, checked in storage.items() if (covered := shares[name].coverage(name, checked)))
+    window, coverage_read = _window(tables, request, folder)
     with bounded_connection(settings.root("run")) as con:
         coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
-                                  more_partitions=() if request.pinned else position.committed, connection=con)
+                                  more_partitions=() if request.pinned else position.committed, connection=con,
+                                  window=window)
         if request.wants(Check.COVERAGE):
             findings += coverage.findings
         if request.wants(Check.CHECKPOINT):
@@ -112,7 +115,7 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
             else:
                 notes.append(f"no committed batch in the checkpoint at {position.path}: check 2 skipped")
         if request.wants(Check.KAFKA):
-            upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position,
+            upstream, hours, found, said = _against_kafka(settings, validation, con, tables, position, window=window,
                                                           audit_hours=request.wants(Check.AUDIT))
             findings, notes = annotate(findings + found, upstream), notes + said
         exposure = Exposure()
@@ -134,7 +137,18 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     return ValidationReport(run_id, started, datetime.now(UTC).isoformat(), made, {t.name: t.version for t in tables},
                             None if request.pinned else position, coverage.partitions, upstream, hours,
                             tuple(findings), tuple(notes), None if docs is None else str(docs), pages,
-                            exposure.sites, exposure.limit, content, rows)
+                            exposure.sites, exposure.limit, content, rows, coverage_read)
+
+
+def _window(tables: list[PinnedTable], request: ValidationRequest, folder: Path) -> tuple[Window | None, str]:
+    """What check 1 reads (:mod:`.window`): the window after the last validation, or every row; and the
+    report's line on it."""
+    if request.pinned:
+        return None, "every row of the pinned versions"
+    if request.rows is Rows.ALL:
+        return None, "every row (`rows=all`)"
+    chosen = choose_window(tables, last_validated(folder), folder) if tables else "every row: no table yet"
+    return (chosen, chosen.line()) if isinstance(chosen, Window) else (None, chosen)
 
 
 def _import_in_background() -> threading.Thread:
@@ -175,30 +189,34 @@ def _since(settings: Settings, request: ValidationRequest) -> dict[str, int]:
 
 
 def _against_kafka(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
-                   tables: list[PinnedTable], position: CheckpointPosition, *, audit_hours: bool
+                   tables: list[PinnedTable], position: CheckpointPosition, *, window: Window | None,
+                   audit_hours: bool
                    ) -> tuple[tuple[PartitionUpstream, ...], tuple[HourCount, ...], list[Finding], list[str]]:
-    """Checks 3 and 4: their figures, findings, and notes on what was skipped."""
+    """Checks 3 and 4 (check 4 over check 1's window): their figures, findings, and notes on what was
+    skipped."""
     result = check_upstream(settings, tables, position.committed if position.exists else None,
                             timeout=validation.broker_timeout, stale_after=validation.stale_after)
     if result.error is not None:
         return (), (), [], [f"the broker could not be asked, checks 3 and 4 skipped: {result.error}"]
     if not audit_hours:
         return result.rows, (), list(result.findings), []
-    audited = _audit(settings, validation, con, tables, result.rows)
+    audited = _audit(settings, validation, con, tables, result.rows, window=window)
     notes = [] if audited.error is None else [
         f"Kafka could not be asked for offsets by time, check 4 skipped: {audited.error}"]
     return result.rows, audited.rows, [*result.findings, *audited.findings], notes
 
 
 def _audit(settings: Settings, validation: ValidationSettings, con: duckdb.DuckDBPyConnection,
-           tables: list[PinnedTable], upstream: tuple[PartitionUpstream, ...]) -> Audit:
-    """Check 4 for the partitions check 3 saw, from the later of the log start and the tables' first claim."""
+           tables: list[PinnedTable], upstream: tuple[PartitionUpstream, ...], *, window: Window | None) -> Audit:
+    """Check 4 for the partitions check 3 saw, from the latest of the log start, the tables' first claim and
+    the floor of check 1's window (below it, the tables' offsets were not read)."""
     firsts: dict[TopicPartition, int] = {}
     for table in tables:
         for tp, intervals in table.known_claims().items():
             if intervals:
                 firsts[tp] = min(firsts.get(tp, intervals[0][0]), intervals[0][0])
-    windows = {(u.topic, u.partition): (max(u.log_start, firsts[(u.topic, u.partition)]), u.position)
+    floor = window.floor if window is not None else (lambda topic: 0)
+    windows = {(u.topic, u.partition): (max(u.log_start, firsts[(u.topic, u.partition)], floor(u.topic)), u.position)
                for u in upstream if (u.topic, u.partition) in firsts}
     if not windows:
         return Audit()

@@ -8,7 +8,7 @@ new file holds older rows too). Without a last validated version (the first run,
 reads, or the Param ``rows`` = ``all``) every row is read. Either way the files are read in batches whose row
 counts (from the log) add up to at most ``STREAMWARDEN_VALIDATION_BATCH_ROWS``, each validated on its own,
 so a run's memory does not grow with the table. A duplicate across two batches is check 1's to find (it
-reads every row's offsets, in DuckDB).
+reads the offsets of the same rows and more, in DuckDB: :mod:`streamwarden.validation.window`).
 """
 
 from __future__ import annotations
