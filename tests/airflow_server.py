@@ -43,9 +43,6 @@ def airflow_env(home: Path, port: int, base: dict[str, str], **extra: str) -> di
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False", "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",  # only the runs a test triggers
-        # The DAG files do not change during a test: parsed once, not every 30 s (the six files' parses, 3 s of
-        # CPU each time on a busy machine, are what the other worker's drill waits for).
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}", "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
