@@ -23,8 +23,8 @@ def offsets_at(location: TableLocation, version: int) -> tuple[pa.Table, Seen]:
     """The (topic, partition, offset) rows of ``version`` and the committed runs its log records."""
     table = location.open(version)
     rows = dataset(table, location).to_table(columns=["topic", "partition", "offset"])
-    partitions = {(t, p) for t, p in zip(rows.column("topic").to_pylist(), rows.column("partition").to_pylist(),
-                                         strict=True)}
+    keys = rows.group_by(["topic", "partition"]).aggregate([])
+    partitions = set(zip(keys.column("topic").to_pylist(), keys.column("partition").to_pylist(), strict=True))
     return rows, {(t, p): runs for t, parts in Runs.read(table, sorted(partitions)).index().items()
                   for p, runs in parts.items()}
 
@@ -32,14 +32,15 @@ def offsets_at(location: TableLocation, version: int) -> tuple[pa.Table, Seen]:
 def check_version(rows: pa.Table, committed: Seen) -> list[str]:
     """Rows of one version against the runs its log records: the same offsets, each once."""
     problems = []
-    grouped: dict[tuple[str, int], list[int]] = {}
-    for topic, partition, offset in zip(*(rows.column(c).to_pylist() for c in ("topic", "partition", "offset")),
-                                        strict=True):
-        grouped.setdefault((topic, partition), []).append(offset)
-    for key, offsets in grouped.items():
-        if len(offsets) != len(set(offsets)):
-            problems.append(f"{key}: {len(offsets) - len(set(offsets))} duplicate(s)")
-        runs = [(min(offsets), max(offsets) + 1)] if len(set(offsets)) == max(offsets) - min(offsets) + 1 else None
+    stats = rows.group_by(["topic", "partition"]).aggregate(
+        [("offset", "count"), ("offset", "count_distinct"), ("offset", "min"), ("offset", "max")])
+    for topic, partition, count, distinct, low, high in zip(
+            *(stats.column(c).to_pylist() for c in ("topic", "partition", "offset_count", "offset_count_distinct",
+                                                     "offset_min", "offset_max")), strict=True):
+        key = (topic, partition)
+        if count != distinct:
+            problems.append(f"{key}: {count - distinct} duplicate(s)")
+        runs = [(low, high + 1)] if distinct == high - low + 1 else None
         if runs != committed.get(key):
             problems.append(f"{key}: rows cover {runs or 'offsets with holes'}, the log records {committed.get(key)}")
     return problems

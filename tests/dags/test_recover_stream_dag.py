@@ -149,7 +149,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
     base = tmp_path_factory.mktemp("recover-drill")
     prefix = f"rc{os.getpid()}x{time.monotonic_ns() % 10**6}"
     env = stream_env(base / "home", broker.bootstrap_servers, f"{prefix}-.*", pipeline="sessions",
-                     session_buckets="8")
+                     session_buckets="8", trigger_interval="3s")  # the default: 40 msg/s need no 1 s batches
     monkeypatch = pytest.MonkeyPatch()
     use_stream_env(monkeypatch, env, WARDEN)
     settings = settings_of(env)

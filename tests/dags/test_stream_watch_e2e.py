@@ -169,6 +169,8 @@ def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_witho
                 # a sensor's next poke queued before the scheduler processed its previous worker's exit races in
                 # Airflow 3.3 (the task is failed as "changed externally"): pokes 5 s apart, not 2 s, on a busy host
                 STREAMWARDEN_WARDEN_POKE_INTERVAL="5s",
+                # the watch's asset triggers are registered at the first parse after the supervisor is unpaused
+                AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="30",
                 STREAMWARDEN_WARDEN_BACKOFF_BASE=f"{BACKOFF_BASE:g}s") as airflow:
             api = airflow.ready(DAG_ID)
             assert api.import_errors() == []

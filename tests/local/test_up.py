@@ -119,7 +119,7 @@ class _Up:
         self.began = time.monotonic()
         with open(output, "wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "streamwarden", "up", "--headless", "--producer-rate", "1000"], cwd=REPO,
+                [sys.executable, "-m", "streamwarden", "up", "--headless"], cwd=REPO,
                 env={**_env(settings.home), **(extra or {})}, stdout=out, stderr=subprocess.STDOUT)
 
     def log(self) -> str:

@@ -90,7 +90,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
     prefix = f"rs{os.getpid()}x{time.monotonic_ns() % 10**6}"
     control = f"control-{prefix}"
     env = stream_env(base / "home", broker.bootstrap_servers, f"{prefix}-.*", pipeline="sessions",
-                     on_gap="resync", session_buckets="8", control_topic=control, **RESTART)
+                     on_gap="resync", session_buckets="8", control_topic=control, trigger_interval="2s", **RESTART)
     settings = settings_of(env)
     sites = [f"{prefix}-{i}" for i in range(3)]
     options = ProducerOptions(prefix=prefix, sites=3, partitions=2, sessions_per_site=3, rows_per_snapshot=5,

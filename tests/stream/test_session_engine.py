@@ -33,6 +33,7 @@ from streamwarden.stream.sessions.handler import (
     HANDLER_FILE,
     SLOT_CODEC,
     SLOT_EXPIRY,
+    check_pinned,
     fingerprint,
     layout_buckets,
     layout_codec,
@@ -174,6 +175,22 @@ def test_handler_fingerprint_is_pinned_with_the_checkpoint(tmp_path: Any) -> Non
         pin_handler(tmp_path, TableReconstructionV2(), 64)
     with pytest.raises(ConfigError, match=r"session_buckets 64,.* session_buckets 8,"):
         pin_handler(tmp_path, HANDLER, 8)
+
+
+def test_the_pinned_layout_is_checked_before_spark_writing_nothing(tmp_path: Any) -> None:
+    check_pinned(tmp_path, HANDLER, None, 64)  # a new checkpoint: nothing to refuse, and nothing pinned yet
+    assert not (tmp_path / HANDLER_FILE).exists()
+    pin_handler(tmp_path, HANDLER, 64, 16, 2)
+    check_pinned(tmp_path, HANDLER, None, 8, slots=32, partitions=4)  # unset buckets, other slots: the pinned
+    check_pinned(tmp_path, HANDLER, 64, 8)
+
+    class TableReconstructionV2(TableReconstruction):
+        state_version = 2
+
+    with pytest.raises(ConfigError, match="refusing to start"):
+        check_pinned(tmp_path, TableReconstructionV2(), None, 64)
+    with pytest.raises(ConfigError, match=r"session_buckets 64,.* session_buckets 8,"):
+        check_pinned(tmp_path, HANDLER, 8, 64)
 
 
 def test_a_checkpoint_keeps_the_session_slots_it_started_with(tmp_path: Any) -> None:

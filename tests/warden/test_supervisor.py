@@ -61,7 +61,7 @@ def _supervise(conf: dict[str, Any] | None = None) -> dict[str, str | None]:
     """One ``dag.test()`` of the supervisor parsed now (thresholds come from the environment)."""
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(dag_folder=str(REPO / "dags")).dags["stream_supervisor"]
+    dag = DagBag(dag_folder=str(REPO / "dags" / "stream_supervisor.py")).dags["stream_supervisor"]
     run = dag.test(run_conf=conf)
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 

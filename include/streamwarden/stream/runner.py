@@ -31,7 +31,7 @@ from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
 from streamwarden.secrets import scrub
 from streamwarden.settings import ENV_PREFIX, Settings, SettingsError, load_settings
-from streamwarden.stream.sessions.handler import load_checked_handler
+from streamwarden.stream.sessions.handler import check_pinned, load_checked_handler
 from streamwarden.wire import TableSchema
 
 if TYPE_CHECKING:
@@ -99,11 +99,14 @@ BROKER_LOOK_S = 30.0
 
 def check_before_spark(settings: Settings) -> None:
     """What can be checked without Spark, checked before Spark starts: the session handler loads, implements
-    the interface, and its columns do not clash with the framework's (a CONFIG failure, not a BUG later); the
+    the interface, its columns do not clash with the framework's (a CONFIG failure, not a BUG later), and its
+    state layout is the one the checkpoint pinned (the same refusal as once Spark runs, in a second); the
     broker answers a metadata request (ENVIRONMENT in one line, instead of Java and Python tracebacks once
     Spark has started; the warden restarts the stream with its backoff)."""
     if settings.pipeline == "sessions":
-        load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
+        handler, _ = load_checked_handler(settings.session_handler, TableSchema.parse(settings.table_schema))
+        check_pinned(settings.checkpoint_location, handler, settings.session_buckets, settings.state_buckets,
+                     slots=settings.session_slots, partitions=settings.state_partitions)
     look_at_broker(settings, timeout=min(BROKER_LOOK_S, settings.broker_timeout))
 
 

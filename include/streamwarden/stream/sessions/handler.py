@@ -176,12 +176,7 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
     if recorded is None:
         write_json_atomic(path, current)
         return current
-    if recorded["fingerprint"] != current["fingerprint"]:
-        raise ConfigError(
-            f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
-            f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
-            "checkpoint from the last snapshots (see docs/sessions.md).",
-            details={"recorded": recorded, "configured": current})
+    _refuse_another_layout(recorded, current)
     if current.get("session_slots", 0) and not current.get("slot_expiry"):
         log.warning("this checkpoint's session slots expire through Spark's TTL, under which a slot rewritten every "
                     "batch was seen removed about one session timeout after its first write (an INTEGRITY "
@@ -191,6 +186,25 @@ def pin_handler(checkpoint: Path, handler: SessionHandler[Any], buckets: int, sl
         log.info("the checkpoint keeps its state layout (session_slots %d; configured %d applies to new "
                  "checkpoints)", current.get("session_slots", 0), slots)
     return current
+
+
+def check_pinned(checkpoint: Path, handler: SessionHandler[Any], configured_buckets: int | None, new_buckets: int,
+                 *, slots: int = 0, partitions: int = 0) -> None:
+    """Refuse (:class:`ConfigError`) a handler or settings whose state layout is not the one the checkpoint pinned,
+    writing nothing: :func:`pin_handler`'s refusal, made before Spark starts."""
+    recorded = read_json(checkpoint / HANDLER_FILE)
+    if recorded is not None:
+        buckets = layout_buckets(recorded, configured_buckets, new_buckets)
+        _refuse_another_layout(recorded, layout_fingerprint(handler, recorded, buckets, slots, partitions))
+
+
+def _refuse_another_layout(recorded: dict[str, Any], current: dict[str, Any]) -> None:
+    if recorded["fingerprint"] != current["fingerprint"]:
+        raise ConfigError(
+            f"the checkpoint's state was written by {_layout(recorded)} but the job is configured with "
+            f"{_layout(current)}; refusing to start. Restore the old handler and settings, or recover onto a new "
+            "checkpoint from the last snapshots (see docs/sessions.md).",
+            details={"recorded": recorded, "configured": current})
 
 
 def layout_fingerprint(handler: SessionHandler[Any], recorded: dict[str, Any] | None, buckets: int, slots: int,
