@@ -1,7 +1,8 @@
 """``python -m streamwarden_longrun``: run the platform for ``--minutes`` and report, or report on an earlier run.
 
 A run writes ``bench/results/longrun/<UTC time>/``: ``samples.jsonl`` as it goes, ``up.log`` (`up`'s own
-output), ``run-files/`` (the home's alerts, failure documents and the tails of the stream's launch logs), and
+output), ``run-files/`` (the home's alerts, failure documents, validation reports and the tails of the stream's launch
+logs), and
 at the end ``summary.json``, ``report.md`` and ``timeline.png``. The platform's home is a fresh temporary
 folder, deleted after a passing run (kept, and named in the output, otherwise, with ``--keep-home`` or when
 given with ``--home``).

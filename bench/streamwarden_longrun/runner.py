@@ -30,6 +30,7 @@ from streamwarden.local.broker import LOOPBACK
 from streamwarden.local.broker_memory import default_limit
 from streamwarden.secrets import scrub
 from streamwarden.settings import ENV_PREFIX, Settings, load_settings
+from streamwarden.validation.report import validation_folder
 from streamwarden.warden.status import read_status
 
 from .census import Census, TaskProcess
@@ -266,13 +267,16 @@ class LongRun:
                 f"stream deaths so far {len(self.stream.deaths)}, red runs so far {len(self.dag_runs.red_runs)}")
 
     def _keep_run_files(self) -> None:
-        """Copy the home's small run files, and the tail of each stream launch log, next to the samples; the Airflow
-        admin password (which `up` prints) masked in them and in ``up.log``: results are meant to be committed."""
+        """Copy the home's small run files, validate_output's reports, and the tail of each stream launch log,
+        next to the samples; the Airflow admin password (which `up` prints) masked in them and in ``up.log``: results
+        are meant to be committed."""
         passwords = self.dag_runs.passwords()
         run_root = self.settings.root("run")
         target = self.options.results / "run-files"
         copies = [(run_root / name, target / name) for name in RUN_FILES]
         copies += [(log, target / f"{log.name}.tail") for log in sorted((run_root / "logs").glob("stream-*.log"))]
+        copies += [(report, target / "validation" / report.name)  # what each validation read, found and took
+                   for report in sorted(validation_folder(run_root).glob("*.json"))]
         for source, copy in copies:
             if not source.is_file() or (source.suffix != ".log" and source.stat().st_size > MAX_COPIED_BYTES):
                 continue
