@@ -16,8 +16,10 @@ import pytest
 from confluent_kafka import Producer
 from streamwarden_bench.replay import caught_up, offsets_by_table
 
+from streamwarden.failures import EXIT_CODES, FailureClass
 from streamwarden.processes import group_members
 from streamwarden.runfiles.checkpoint import commit_batches, committed_offsets, offset_batches
+from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
@@ -117,15 +119,43 @@ class StreamProcess:
         self.settings.stop_marker_path.touch()
         return self.wait_exit(timeout)
 
-    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str,
+                   heal_source_death: bool = False) -> None:
+        """Poll ``predicate``; an exit fails the wait, except, with ``heal_source_death``, the death of the
+        source's Python process, which is restarted as the warden restarts it (see :meth:`healed`)."""
         deadline = time.monotonic() + timeout
         while not predicate():
+            if heal_source_death and self.healed():
+                continue
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"stream exited ({self.process.returncode}) while waiting for {what}; "
                                      f"log tail:\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}; log:\n{self.log_tail()}")
             time.sleep(0.5)
+
+    def healed(self) -> bool:
+        """True when the job had exited because its source's Python process died and is started again, as the
+        warden starts an ENVIRONMENT failure again. On the embedded broker a topic deleted while the source
+        fetches it can crash the Kafka client (librdkafka on Tansu's answer for a topic id it no longer knows)."""
+        if self.process is None or self.process.poll() != EXIT_CODES[FailureClass.ENVIRONMENT]:
+            return False
+        failure = read_failure(self.settings.failure_path)
+        if failure is None or not failure.message.startswith("the Kafka source's Python process died"):
+            return False
+        self.wait_exit(30)
+        self.start()
+        return True
+
+    def wait_exit_healing(self, timeout: float) -> int:
+        """The exit code, through the source's process deaths (:meth:`healed`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process is not None
+            code = self.process.wait(max(1.0, deadline - time.monotonic()))
+            if not self.healed():
+                self.wait_exit(30)
+                return code
 
     def query_started(self) -> bool:
         """The current process has started its query (its heartbeat says so)."""

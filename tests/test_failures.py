@@ -67,3 +67,65 @@ def test_environment_hint_and_failure_document_round_trip(tmp_path: object) -> N
     write_failure(path, document)
     assert read_failure(path) == document
     assert isinstance(read_failure(path), FailureDocument)
+
+
+def test_a_python_worker_killed_in_a_batch_is_environment_naming_the_death(spark: SparkSession) -> None:
+    import os
+    import signal
+
+    def die(value: int) -> int:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return value
+
+    with pytest.raises(Exception) as caught:
+        spark.sparkContext.parallelize([1], 1).map(die).collect()
+    document = classify(caught.value)
+    assert document.failure_class is FailureClass.ENVIRONMENT, document.message
+    assert document.message.startswith("a Python worker died during a batch")
+
+
+def test_the_sources_process_dying_while_planning_is_environment_naming_the_source(spark: SparkSession) -> None:
+    """The Kafka source plans batches in a Python process of its own; a native crash there (the Kafka client's
+    on a topic deleted mid-fetch) reaches the driver as an EOFException in the query's JVM trace."""
+    import os
+    import signal
+    from typing import Any
+
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.types import StructType
+
+    class CrashingReader(DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, Any]:
+            return {"at": 0}
+
+        def latestOffset(self) -> dict[str, Any]:
+            os.kill(os.getpid(), signal.SIGSEGV)
+            return {"at": 1}
+
+        def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+            return []
+
+        def read(self, partition: InputPartition) -> Any:
+            return iter(())
+
+    class Crashing(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "crashing_source"
+
+        def schema(self) -> str:
+            return "value INT"
+
+        def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+            return CrashingReader()
+
+    spark.dataSource.register(Crashing)
+    query = spark.readStream.format("crashing_source").load().writeStream.format("noop").start()
+    try:
+        with pytest.raises(Exception) as caught:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    document = classify(caught.value)
+    assert document.failure_class is FailureClass.ENVIRONMENT, document.message
+    assert document.message.startswith("the Kafka source's Python process died while planning a batch")

@@ -139,6 +139,18 @@ _ENVIRONMENT_HINTS = (
     "_TIMED_OUT", "Connection reset",
 )
 
+_PROCESS_DEATHS = (
+    (("java.io.EOFException", "PythonStreamingSourceRunner"),
+     "the Kafka source's Python process died while planning a batch (java.io.EOFException in Spark's "
+     "PythonStreamingSourceRunner): a native crash of the Kafka client (on the embedded Tansu broker, a topic "
+     "deleted while the source fetched it) or a kill; a restart resumes from the checkpoint"),
+    (("Python worker exited unexpectedly (crashed)",),
+     "a Python worker died during a batch (a native crash or a kill; its stderr is in the stream's log); "
+     "a restart resumes from the checkpoint"),
+)
+"""Deaths of a Python process under Spark, seen only as the JVM's text: a restart can help (a repeat within the
+hour opens the warden's breaker), so they are ENVIRONMENT, each with a message saying what died."""
+
 
 def classify(exc: BaseException) -> FailureDocument:
     """Turn any exception (also one that crossed the JVM as text) into a failure document."""
@@ -147,7 +159,7 @@ def classify(exc: BaseException) -> FailureDocument:
         cls_ = exc.failure_class
         return FailureDocument(cls_, exc.message, EXIT_CODES[cls_], exc.topic, exc.partition, exc.offset,
                                exc.details, traceback=trace)
-    text = f"{exc}\n{trace}"
+    text = f"{exc}\n{trace}\n{_jvm_text(exc)}"
     match = _TAG.search(text)
     if match:
         cls_ = FailureClass(match.group(1))
@@ -155,8 +167,23 @@ def classify(exc: BaseException) -> FailureDocument:
         return FailureDocument(cls_, payload["message"], EXIT_CODES[cls_], payload.get("topic"),
                                payload.get("partition"), payload.get("offset"), payload.get("details") or {},
                                traceback=trace)
+    for signs, message in _PROCESS_DEATHS:
+        if all(sign in text for sign in signs):
+            return FailureDocument(FailureClass.ENVIRONMENT, message, EXIT_CODES[FailureClass.ENVIRONMENT],
+                                   traceback=trace)
     cls_ = FailureClass.ENVIRONMENT if any(h in text for h in _ENVIRONMENT_HINTS) else FailureClass.BUG
     return FailureDocument(cls_, _root_cause(exc, text)[:2000], EXIT_CODES[cls_], traceback=trace)
+
+
+def _jvm_text(exc: BaseException) -> str:
+    """The JVM stack traces a PySpark exception and its causes carry (a StreamingQueryException's message
+    names only the query; what failed is in its trace)."""
+    parts: list[str] = []
+    current: object = exc
+    while current is not None and len(parts) < 8:
+        parts.append(str(getattr(current, "_stackTrace", "") or ""))
+        current = getattr(current, "_cause", None)
+    return "\n".join(parts)[-20000:]
 
 
 def _root_cause(exc: BaseException, text: str) -> str:

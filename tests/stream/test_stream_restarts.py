@@ -87,7 +87,8 @@ def test_topics_are_discovered_and_pruned_while_running_and_strict_fails_on_dele
 
     delete_topics(kafka, [doomed])
     ends.update(produce_raw(broker.bootstrap_servers, [first], 2_000))
-    job.wait_until(lambda: job.caught_up({first: ends[first]}), 120, "records after a topic deletion")
+    job.wait_until(lambda: job.caught_up({first: ends[first]}), 120, "records after a topic deletion",
+                   heal_source_death=True)
     assert doomed not in job.committed(), "the deleted topic is pruned from the offsets"
     assert "pruned from the offsets" in job.log_tail(10**7)
     assert job.stop() == 0, job.log_tail()
@@ -100,7 +101,7 @@ def test_topics_are_discovered_and_pruned_while_running_and_strict_fails_on_dele
     job.start()
     job.wait_until(lambda: job.settings.heartbeat_path.exists() and job.checkpoint_settled(), 240, "restart")
     delete_topics(kafka, [first])
-    assert job.wait_exit(180) == EXIT_CODES[FailureClass.DATA_LOSS], job.log_tail()
+    assert job.wait_exit_healing(180) == EXIT_CODES[FailureClass.DATA_LOSS], job.log_tail()
     failure = read_failure(job.settings.failure_path)
     assert failure is not None and failure.failure_class is FailureClass.DATA_LOSS
     assert failure.topic == first and failure.partition is not None

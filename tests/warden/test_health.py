@@ -111,6 +111,15 @@ def test_running_stream_healthy_then_lagging_then_hung(settings: Settings) -> No
         verdict = assess(settings, WARDEN, t0 + 0.6).verdict
         assert verdict.overall is Overall.DEGRADED and not verdict.keeping_up, verdict.table()
         assert verdict.reasons == ["batch took 10000 ms > 3 x trigger"]
+        # A batch processing slower than the input came in: noise while the oldest waiting record is younger
+        # than 3 triggers, not keeping up once it is older.
+        rates = {"processed_rows_per_second": 100.0, "input_rows_per_second": 200.0}
+        _beat(settings, 0, **rates)
+        assert assess(settings, WARDEN, t0 + 0.7).verdict.overall is Overall.HEALTHY
+        _beat(settings, 0, at=t0 + 9.5, **rates)
+        verdict = assess(settings, WARDEN, t0 + 10).verdict
+        assert verdict.overall is Overall.DEGRADED and not verdict.keeping_up, verdict.table()
+        assert verdict.reasons == ["processing 100 rows/s < 0.8 x input 200 rows/s"]
         _beat(settings, 0)
 
         # With a week of retention, a threshold of a tiny fraction of it puts these records at risk.

@@ -356,7 +356,7 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
     if process_state == psutil.STATUS_STOPPED and (stale or stuck):  # evidence of the hang; before it: shown only
         reasons.append("the lease holder process is stopped (SIGSTOP)")
     progressing = not (stale or stuck)
-    keeping_up = _keeping_up(heartbeat, lag.total_lag, trigger, warden, reasons)
+    keeping_up = _keeping_up(heartbeat, lag, trigger, warden, reasons)
     if lag.lag_status not in (LagStatus.OK, LagStatus.STARTING, LagStatus.UNKNOWN):  # UNKNOWN: the broker's reason
         reasons.append(f"lag {lag.lag_status.value} (Burrow)")
     if lag.retention_at_risk:
@@ -369,13 +369,20 @@ def _running(settings: Settings, warden: WardenSettings, now: float, checked_at:
     return verdict, batch
 
 
-def _keeping_up(heartbeat: Heartbeat, total_lag: int, trigger: float, warden: WardenSettings,
+def _keeping_up(heartbeat: Heartbeat, lag: LagFacts, trigger: float, warden: WardenSettings,
                 reasons: list[str]) -> bool:
     """Judged only while records wait, and after the process's first batch (it warms up Python workers, state
-    and the source: its duration and rates say nothing about keeping up)."""
-    if total_lag == 0 or heartbeat.batch_duration_ms is None or heartbeat.process_batches < 2:
+    and the source: its duration and rates say nothing about keeping up).
+
+    One batch's rates are noisy (a pause, a burst arriving mid-batch): a processing rate below the input's counts
+    only once the oldest waiting record is older than ``batch_overrun`` triggers, which a stream keeping up
+    never lets happen (when that age is unknown, the rates alone decide)."""
+    if lag.total_lag == 0 or heartbeat.batch_duration_ms is None or heartbeat.process_batches < 2:
         return True
-    slow_rate = heartbeat.processed_rows_per_second < warden.keepup_ratio * heartbeat.input_rows_per_second
+    ages = [p.oldest_unprocessed_age_s for p in lag.partitions if p.oldest_unprocessed_age_s is not None]
+    backlog = not ages or max(ages) > warden.batch_overrun * trigger
+    slow_rate = backlog and \
+        heartbeat.processed_rows_per_second < warden.keepup_ratio * heartbeat.input_rows_per_second
     slow_batch = heartbeat.batch_duration_ms > warden.batch_overrun * trigger * 1000
     if slow_rate:
         reasons.append(f"processing {heartbeat.processed_rows_per_second:.0f} rows/s < "
