@@ -130,7 +130,15 @@ def trigger_from_form(driver: Any, base: str, dag_id: str, shots: Path, *, text:
     find(submit).click()
     wait_for(lambda: f"/dags/{dag_id}/runs/" in driver.current_url, 60, f"the UI to open the new {dag_id} run",
              driver, shots)
-    return unquote(driver.current_url.split("/runs/", 1)[1].split("/")[0].split("?")[0])
+    run_id = unquote(driver.current_url.split("/runs/", 1)[1].split("/")[0].split("?")[0])
+    idle(driver)
+    return run_id
+
+
+def idle(driver: Any) -> None:
+    """Leave Airflow's UI for a blank page: a run's page polls the API and renders again every few seconds, CPU
+    the suite's other work needs while the test waits over REST."""
+    driver.get("about:blank")
 
 
 def choose_in_ui(driver: Any, base: str, shots: Path, *, dag_id: str, run_id: str, task_id: str, option: str) -> None:
@@ -149,3 +157,4 @@ def choose_in_ui(driver: Any, base: str, shots: Path, *, dag_id: str, run_id: st
     wait_for(lambda: not driver.find_element(By.CSS_SELECTOR, selector).is_enabled(), 60,
              f"the UI to take the {option} answer", driver, shots)
     save(driver, shots, f"{dag_id}-{task_id}-{option}")
+    idle(driver)

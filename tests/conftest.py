@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import sys
 import tempfile
 import uuid
@@ -32,6 +33,8 @@ os.environ.update({
 logging.getLogger("py4j").setLevel(logging.WARNING)  # its exit-time INFO lines outlive pytest's capture
 for _name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
     del os.environ[_name]  # tests build their own settings; a developer's shell must not leak in
+
+_CPU_AT_SETUP = pytest.StashKey[float]()
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,6 +74,27 @@ def pytest_configure(config: pytest.Config) -> None:
         from jvm_options import jvm_options
 
         os.environ["JAVA_TOOL_OPTIONS"] = jvm_options()
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it has reaped (a job process, its JVM and Python workers,
+    once waited for)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Each test's CPU seconds, set-up to teardown, as a ``cpu_s`` property in the JUnit XML: on 2 cores the
+    suite's wall time follows its CPU, so that is the figure to cut."""
+    if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        item.user_properties.append(("cpu_s", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 1)))
+    yield
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)
