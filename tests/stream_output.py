@@ -24,8 +24,8 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from streamwarden.settings import Settings, load_settings
 from streamwarden.stream.sink.delta_sink import DeltaSink
-from streamwarden.stream.sink.ranges import IntervalIndex, OffsetRanges
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import IntervalIndex, OffsetRanges
 from streamwarden.tables.statistics import file_statistics
 
 ROWS_PER_OFFSET = 3

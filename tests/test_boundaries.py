@@ -6,6 +6,9 @@
   the Airflow workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
   validate and recover the tables, or to ask the sites for new sessions;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
+- ``tables/`` and what reads or repairs the tables (maintenance, validation, recovery, restarts, the page) do not
+  import ``stream/``: offset ranges, commits and content hashes are the tables' own;
+- the core stands in floors (:data:`FLOORS`): no module imports one of a floor above its own;
 - the Airflow plugins and DAG files import no pyspark.
 
 An import counts wherever it stands (module level, inside a function, under ``TYPE_CHECKING``), and
@@ -24,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.failures", "streamwarden.wire",
           "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules",
-          "streamwarden.params")
+          "streamwarden.params", "streamwarden.process_setup")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,27 @@ RULES = (
     Rule(("streamwarden.stream",), ("streamwarden.warden", "streamwarden.local"),
          "the Spark job does not depend on its supervisor"),
     Rule(("streamwarden_airflow", "dags"), ("pyspark",), "Airflow workers run without Spark"),
+    Rule(("streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.recovery",
+          "streamwarden.restarts", "streamwarden.dashboard"), ("streamwarden.stream",),
+         "the tables (offset ranges, commits, content) are the floor the stream stands on; what reads or repairs "
+         "them does not depend on the job that writes them"),
 )
+
+
+FLOORS = (
+    ("streamwarden.settings", "streamwarden.failures", "streamwarden.wire", "streamwarden.atomic",
+     "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules", "streamwarden.params",
+     "streamwarden.process_setup", "streamwarden.durations", "streamwarden.secrets", "streamwarden.approvals"),
+    ("streamwarden.tables", "streamwarden.kafka", "streamwarden.runfiles", "streamwarden.logs",
+     "streamwarden.testing"),
+    ("streamwarden.stream", "streamwarden.warden", "streamwarden.control"),
+    ("streamwarden.maintenance", "streamwarden.restarts", "streamwarden.upgrade", "streamwarden.validation",
+     "streamwarden.local"),
+    ("streamwarden.recovery",),
+    ("streamwarden.dashboard", "streamwarden.cli", "streamwarden.__main__"),
+)
+"""The core's floors, bottom first: shared contracts; the tables, the broker's client and the run files; the job
+and its supervisor; the capabilities around them; recovery, which uses them; the page and the command line."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +161,43 @@ def project_roots(base: Path = REPO) -> dict[str, Path]:
 def test_the_project_keeps_its_import_boundaries() -> None:
     violations = check(project_roots())
     assert not violations, "\n".join(map(str, violations))
+
+
+def floor_of(module: str) -> int | None:
+    """The index in :data:`FLOORS` of the floor ``module`` stands on (None: the package itself)."""
+    return next((i for i, floor in enumerate(FLOORS)
+                 for member in floor if module == member or module.startswith(member + ".")), None)
+
+
+def arrows_back_up(roots: dict[str, Path]) -> list[str]:
+    """Every direct import of a module on a higher floor than the importer's own."""
+    found = []
+    for name, path in module_files(roots).items():
+        below = floor_of(name)
+        for imported in sorted(imports_of(path, name)):
+            above = floor_of(imported)
+            if below is not None and above is not None and above > below:
+                found.append(f"{name} (floor {below}) imports {imported} (floor {above})")
+    return found
+
+
+def test_every_core_module_stands_on_a_floor_and_imports_nothing_above_it() -> None:
+    roots = {"streamwarden": project_roots()["streamwarden"]}
+    unplaced = [name for name in module_files(roots) if name != "streamwarden" and floor_of(name) is None]
+    assert unplaced == [], "modules on no floor of FLOORS: " + ", ".join(unplaced)
+    arrows = arrows_back_up(roots)
+    assert arrows == [], "\n".join(arrows)
+
+
+def test_an_import_from_a_higher_floor_is_found(tmp_path: Path) -> None:
+    core = tmp_path / "include" / "streamwarden"
+    (core / "tables").mkdir(parents=True)
+    (core / "tables" / "ranges.py").write_text("from streamwarden.dashboard.series import f\n")
+    (core / "dashboard").mkdir()
+    (core / "dashboard" / "series.py").write_text("from streamwarden.tables.ranges import g\n")
+    assert arrows_back_up({"streamwarden": core}) == [
+        "streamwarden.tables.ranges (floor 1) imports streamwarden.dashboard.series (floor 5)",
+        "streamwarden.tables.ranges (floor 1) imports streamwarden.dashboard.series.f (floor 5)"]
 
 
 def test_a_forbidden_import_is_caught_even_through_another_module(tmp_path: Path) -> None:

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from streamwarden.process_setup import launch_env
 from streamwarden.settings import load_settings
-from streamwarden.stream.process_setup import launch_env
 
 from .measure import percentiles
 

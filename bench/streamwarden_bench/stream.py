@@ -33,8 +33,9 @@ from streamwarden.processes import live
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.heartbeat import Heartbeat, read_heartbeat
 from streamwarden.settings import Settings, load_settings
-from streamwarden.stream.sink.ranges import IntervalIndex, OffsetRanges, canonical_ranges, merge_intervals, uncommitted
+from streamwarden.tables.commit_rate import RANGES_KEY
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import IntervalIndex, OffsetRanges, canonical_ranges, merge_intervals, uncommitted
 from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 
 from .baseline import consume_ranges
@@ -163,7 +164,7 @@ def batch_commits(table_root: Path) -> list[Commit]:
     for info in sorted(location.open().history(), key=lambda i: int(i["version"])):
         if "streamwarden.batch_id" not in info:
             continue
-        ranges = canonical_ranges(json.loads(info["streamwarden.ranges"]))
+        ranges = canonical_ranges(json.loads(info[RANGES_KEY]))
         covers = uncommitted(ranges, held)
         for topic, parts in covers.items():
             for partition, runs in parts.items():

@@ -39,8 +39,8 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.settings import Settings, load_settings
 from streamwarden.stream.sink.delta_sink import DeltaSink
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation, pipeline_tables
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.coverage import check_coverage
 from streamwarden.validation.request import Check, ValidationRequest
 from streamwarden.validation.settings import ValidationSettings, load_validation_settings

@@ -10,7 +10,7 @@ seen holding the lease: a launch that dies before it takes the lease is a death 
 document aside when it restarts the stream, so it is looked for at every look as well.
 
 Commits are the stream's own (a commit whose metadata names its Kafka offset ranges, see
-:func:`streamwarden.dashboard.series.records_of`; maintenance's compactions name none), read from each
+:func:`streamwarden.tables.commit_rate.records_of`; maintenance's compactions name none), read from each
 table's Delta log one new version file at a time: no listing, nothing re-read.
 """
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamwarden.dashboard.series import records_of
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.runfiles.lease import read_holder
 from streamwarden.settings import Settings
+from streamwarden.tables.commit_rate import records_of
 from streamwarden.tables.location import pipeline_tables
 
 from .records import EventType

@@ -15,8 +15,8 @@ import pytest
 
 from stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.warden.alerts import alerts_path, read_alerts
 

@@ -14,8 +14,8 @@ import pytest
 
 from streamwarden.dashboard import page, prometheus
 from streamwarden.dashboard.alerts_now import dag_actions
-from streamwarden.dashboard.model import DagAction, Dashboard, MeasuredRate
-from streamwarden.dashboard.series import RATE_COMMITS, history_rate, series, throughput
+from streamwarden.dashboard.model import DagAction, Dashboard
+from streamwarden.dashboard.series import series, throughput
 from streamwarden.dashboard.snapshot import DashboardSource, Sources, snapshot
 from streamwarden.dashboard.tables_now import data_docs_file
 from streamwarden.failures import FailureClass, FailureDocument
@@ -26,6 +26,7 @@ from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import Settings, load_settings
+from streamwarden.tables.commit_rate import RATE_COMMITS, MeasuredRate, history_rate
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.reading import summarize
 from streamwarden.testing.faults import CHAOS_RAISE_ENV

@@ -44,9 +44,9 @@ from streamwarden.stream.sink.batch_files import (
     with_folder_schema,
 )
 from streamwarden.stream.sink.delta_sink import DeltaSink
-from streamwarden.stream.sink.ranges import TopicPartitionInterval
 from streamwarden.stream.source.schema import ARROW_SCHEMA
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import TopicPartitionInterval
 
 DEAD_ARROW = to_arrow_schema(quarantine_schema(), timezone="UTC")
 START = datetime(2026, 11, 24, 22, 59, 58, tzinfo=UTC)

@@ -32,7 +32,10 @@ from streamwarden.failures import ConfigError, FailureClass, IntegrityError
 from streamwarden.stream.batch_writer import checkpoint_query_id
 from streamwarden.stream.sink import delta_sink
 from streamwarden.stream.sink.delta_sink import BatchPlan, CommitResult, ConcurrentWriterError, DeltaSink
-from streamwarden.stream.sink.ranges import (
+from streamwarden.tables import statistics
+from streamwarden.tables.committed import Runs, partitions_of
+from streamwarden.tables.location import LEGACY_MANIFESTS, QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import (
     IntervalIndex,
     OffsetRanges,
     batch_key,
@@ -44,9 +47,6 @@ from streamwarden.stream.sink.ranges import (
     subtract_interval,
     uncommitted,
 )
-from streamwarden.tables import statistics
-from streamwarden.tables.committed import Runs, partitions_of
-from streamwarden.tables.location import LEGACY_MANIFESTS, QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.tables.restore import restore_table
 from streamwarden.testing.faults import CHAOS_ENV
 

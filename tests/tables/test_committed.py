@@ -9,8 +9,8 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from deltalake import CommitProperties, DeltaTable
 
-from streamwarden.stream.sink.ranges import IntervalIndex, OffsetRanges, committed_within, merge_intervals, uncommitted
 from streamwarden.tables.committed import PREFIX, Runs, TopicPartition, app_id, commits_id, partitions_of
+from streamwarden.tables.ranges import IntervalIndex, OffsetRanges, committed_within, merge_intervals, uncommitted
 
 SCHEMA = pa.schema([("offset", pa.int64())])
 A0: TopicPartition = ("sites-a", 0)

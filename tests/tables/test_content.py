@@ -17,9 +17,9 @@ from streamwarden.maintenance.cleanup import clean_table
 from streamwarden.maintenance.compaction import Journal, new_run_id
 from streamwarden.maintenance.request import MaintenanceRequest
 from streamwarden.maintenance.steps import maintenance_folder
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.content import MANIFEST_FOLDER, check_content, file_digest, fold_manifest, recorded_hashes
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.content import ContentShare
 
 BATCHES: list[OffsetRanges] = [{"sites-a": {0: (0, 100), 1: (0, 40)}}, {"sites-a": {0: (100, 150), 1: (40, 60)}},

@@ -32,7 +32,7 @@ from streamwarden.kafka.admin import create_topics, delete_topics
 from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches, read_offsets
 from streamwarden.settings import load_settings
-from streamwarden.stream.sink.ranges import Interval, merge_intervals
+from streamwarden.tables.ranges import Interval, merge_intervals
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import CHAOS_ENV
 from support import StreamProcess, all_offsets, log_ends, stream_env

@@ -10,8 +10,8 @@ import duckdb
 
 from stream_output import commit_batch, settings_for, write_checkpoint
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import pipeline_tables
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.audit import Audit, audit
 from streamwarden.validation.coverage import Coverage, check_coverage
 from streamwarden.validation.findings import FindingClass

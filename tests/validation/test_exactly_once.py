@@ -20,8 +20,8 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from streamwarden.stream.sink.delta_sink import CommitResult, DeltaSink
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.validation.exactly_once import READERS, DuplicateOffset, Reader, verify_table
 

@@ -27,8 +27,8 @@ from stream_output import add_copy, commit_batch, committed_paths, settings_for,
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.delta_sink import DeltaSink
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.coverage import check_coverage
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.request import Check, Rows, ValidationRequest

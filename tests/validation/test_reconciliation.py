@@ -27,8 +27,8 @@ from stream_output import (
     write_checkpoint,
 )
 from streamwarden.settings import Settings, SettingsError, load_settings
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.report import LAST_VALIDATED, last_validated, validation_folder
 from streamwarden.validation.request import Check, ValidationRequest

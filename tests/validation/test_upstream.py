@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from stream_output import commit_batch, settings_for, write_checkpoint
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import OffsetRanges
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import FindingClass
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.steps import validate

@@ -9,8 +9,8 @@ import pytest
 
 from stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
 from streamwarden.cli import main
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.ranges import OffsetRanges
 
 BATCH: OffsetRanges = {"sites-a": {0: (0, 60)}}
 

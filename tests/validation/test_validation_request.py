@@ -10,8 +10,8 @@ import pytest
 
 from stream_output import commit_batch, settings_for
 from streamwarden.failures import ConfigError
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.request import Check, Rows, ValidationRequest, default_request, request_from_params
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import pin

@@ -10,8 +10,8 @@ import pytest
 
 from stream_output import add_copy, remove_file, settings_for, sink, write_checkpoint, write_covers
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import OffsetRanges
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import FindingClass
 from streamwarden.validation.report import ValidationReport, last_validated, validation_folder
 from streamwarden.validation.request import Check, Rows, ValidationRequest

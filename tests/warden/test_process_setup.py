@@ -12,8 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from streamwarden.process_setup import DRIVER_JAVA_OPTIONS, DRIVER_MEMORY, MALLOC
 from streamwarden.settings import load_settings
-from streamwarden.stream.process_setup import DRIVER_JAVA_OPTIONS, DRIVER_MEMORY, MALLOC
 from streamwarden.warden.launcher import platform_env, stream_env, venv_bin
 
 PROBE = '''

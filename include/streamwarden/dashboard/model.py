@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from streamwarden.tables.commit_rate import MeasuredRate
 
 
 @dataclass(frozen=True)
@@ -116,26 +117,6 @@ class AlertNow:
     next_action: str
     source: str
     actions: list[DagAction] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class MeasuredRate:
-    """Kafka records per second the stream committed over its last run of commits (the Delta history's), and
-    over which commits (times in epoch seconds)."""
-
-    records_per_second: float
-    commits: int
-    since: float
-    until: float
-
-    def basis(self) -> str:
-        """``over 20 stream commits until 2026-11-27 10:03:12 UTC``."""
-        until = datetime.fromtimestamp(self.until, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        return f"over {self.commits} stream commits until {until} UTC"
-
-    def describe(self) -> str:
-        """``2,003 records/s over 20 stream commits until 2026-11-27 10:03:12 UTC``."""
-        return f"{self.records_per_second:,.0f} records/s {self.basis()}"
 
 
 @dataclass(frozen=True)

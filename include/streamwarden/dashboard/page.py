@@ -12,8 +12,9 @@ import urllib.parse
 from datetime import UTC, datetime
 from html import escape
 
-from streamwarden.dashboard.model import AlertNow, Dashboard, MeasuredRate, Series, Sites, StreamNow, TableNow
+from streamwarden.dashboard.model import AlertNow, Dashboard, Series, Sites, StreamNow, TableNow
 from streamwarden.durations import duration_text
+from streamwarden.tables.commit_rate import MeasuredRate
 
 REFRESH_S = 10
 STATE_TONE = {"running": "ok", "starting": "warn", "hung": "bad", "failed": "bad", "stopped": "bad"}

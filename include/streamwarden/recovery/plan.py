@@ -30,16 +30,16 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
 
-from streamwarden.dashboard.series import history_rate
 from streamwarden.failures import ConfigError
 from streamwarden.kafka.admin import TopicPartitionId, fetch_high_watermarks, list_partitions, metadata_consumer
 from streamwarden.recovery.request import RecoveryRequest, Target
 from streamwarden.restarts.sessions import CLEAN_BOUNDARY
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import IntervalIndex, index_from_json, index_to_json
+from streamwarden.tables.commit_rate import history_rate
 from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
+from streamwarden.tables.ranges import IntervalIndex, index_from_json, index_to_json
 from streamwarden.tables.reading import read
 from streamwarden.tables.restore import undone_offsets
 from streamwarden.tables.sql import bounded_connection

@@ -33,7 +33,7 @@ from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
 from streamwarden.runfiles.checkpoint import query_id as read_query_id
 from streamwarden.stream.sink.batch_files import WRITTEN_SCHEMA, BatchFiles, PackedFiles
 from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink, batch_folder
-from streamwarden.stream.sink.ranges import OffsetRanges, flatten
+from streamwarden.tables.ranges import OffsetRanges, flatten
 
 log = logging.getLogger("streamwarden.stream.sink")
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamwarden.process_setup import DRIVER_MEMORY, MALLOC
 from streamwarden.settings import Settings
-from streamwarden.stream.process_setup import DRIVER_MEMORY, MALLOC
 
 ARROW_BATCH_BYTES = 4 * 1024 * 1024
 """The most bytes of rows the JVM puts in one Arrow batch for a Python worker (at 200k sessions the job's peak RSS

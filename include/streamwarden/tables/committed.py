@@ -42,7 +42,7 @@ from typing import Protocol
 
 from deltalake import Transaction
 
-from streamwarden.stream.sink.ranges import Interval, IntervalIndex, OffsetRanges, merge_intervals
+from streamwarden.tables.ranges import Interval, IntervalIndex, OffsetRanges, merge_intervals
 
 PREFIX = "streamwarden"
 TopicPartition = tuple[str, int]

@@ -30,14 +30,14 @@ from typing import Any
 from deltalake import CommitProperties, DeltaTable
 
 from streamwarden.failures import ConfigError, IntegrityError
-from streamwarden.stream.sink.ranges import IntervalIndex, index_to_json, subtract_interval
+from streamwarden.tables.commit_rate import RANGES_KEY
 from streamwarden.tables.commits import commits_after
 from streamwarden.tables.committed import Runs, TopicPartition, rewind
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.ranges import IntervalIndex, index_to_json, subtract_interval
 
 RECOVERY_KEY = "streamwarden.recovery"
 PARTITIONS_KEY = "streamwarden.partitions"
-RANGES_KEY = "streamwarden.ranges"
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from streamwarden.runfiles.checkpoint import (
     offset_batches,
     read_offsets,
 )
-from streamwarden.stream.sink.ranges import Interval
 from streamwarden.tables.committed import TopicPartition
+from streamwarden.tables.ranges import Interval
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.snapshot import PinnedTable
 

@@ -33,9 +33,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
-from streamwarden.stream.sink.ranges import Interval, merge_intervals, subtract_interval
 from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import SESSION_ROWS
+from streamwarden.tables.ranges import Interval, merge_intervals, subtract_interval
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.snapshot import PinnedTable
 from streamwarden.validation.window import Window

@@ -33,9 +33,9 @@ import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
-from streamwarden.stream.sink.ranges import IntervalIndex, flatten
 from streamwarden.tables.committed import Runs
 from streamwarden.tables.location import LEGACY_MANIFESTS, TableLocation
+from streamwarden.tables.ranges import IntervalIndex, flatten
 from streamwarden.tables.reading import dataset
 
 Reader = Literal["deltalake", "polars", "duckdb"]

@@ -18,10 +18,10 @@ from deltalake.exceptions import DeltaError
 
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
-from streamwarden.stream.sink.ranges import Interval
 from streamwarden.tables.commits import commit_info
 from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.ranges import Interval
 from streamwarden.tables.reading import dataset
 from streamwarden.tables.storage import Chooser, StorageCheck, check_files
 

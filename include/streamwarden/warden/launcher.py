@@ -27,10 +27,10 @@ from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import EXIT_ALREADY_RUNNING
 from streamwarden.logs.bounds import LogBounds
 from streamwarden.logs.pruning import prune_logs
+from streamwarden.process_setup import launch_env
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
 from streamwarden.settings import ENV_PREFIX, Settings
-from streamwarden.stream.process_setup import launch_env
 
 REPO_ENV = "STREAMWARDEN_REPO"
 CommandBuilder = Callable[[Settings, Path], list[str]]
@@ -134,7 +134,7 @@ def running_holder(settings: Settings) -> LeaseHolder | None:
 
 def stream_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The stream's environment: ``base`` without Airflow's or stale Streamwarden variables, plus the
-    settings, what spark-submit reads before the job runs (:func:`~streamwarden.stream.process_setup.launch_env`),
+    settings, what spark-submit reads before the job runs (:func:`~streamwarden.process_setup.launch_env`),
     this interpreter for PySpark and this environment's scripts first on ``PATH``."""
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not k.startswith(("AIRFLOW", ENV_PREFIX))}

@@ -39,9 +39,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamwarden.stream.ipc import from_ipc
 from streamwarden.stream.sink.delta_sink import HIVE_NULL
-from streamwarden.stream.sink.ranges import TopicPartitionInterval
 from streamwarden.tables.batches import sorted_runs
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.ranges import TopicPartitionInterval
 
 WRITTEN_SCHEMA = StructType([StructField("kind", StringType()), StructField("path", StringType()),
                              StructField("rows", LongType())])

@@ -71,7 +71,11 @@ from deltalake.transaction import AddAction, RemoveAction
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.failures import IntegrityError
-from streamwarden.stream.sink.ranges import (
+from streamwarden.tables.commit_rate import RANGES_KEY
+from streamwarden.tables.committed import Runs, TopicPartition, partitions_of
+from streamwarden.tables.content import file_digest, hashes_metadata
+from streamwarden.tables.location import TableLocation
+from streamwarden.tables.ranges import (
     IntervalIndex,
     OffsetRanges,
     batch_key,
@@ -81,9 +85,6 @@ from streamwarden.stream.sink.ranges import (
     ranges_to_json,
     uncommitted,
 )
-from streamwarden.tables.committed import Runs, TopicPartition, partitions_of
-from streamwarden.tables.content import file_digest, hashes_metadata
-from streamwarden.tables.location import TableLocation
 from streamwarden.tables.statistics import file_statistics
 from streamwarden.testing.faults import chaos_point
 
@@ -214,7 +215,7 @@ class DeltaSink:
         transactions = runs.extend(plan.covers)
         chaos_point("before_commit")
         metadata = {"streamwarden.batch_id": str(plan.batch_id), "streamwarden.batch_key": plan.key,
-                    "streamwarden.ranges": json.dumps(ranges_to_json(plan.ranges), sort_keys=True)}
+                    RANGES_KEY: json.dumps(ranges_to_json(plan.ranges), sort_keys=True)}
         if plan.query_id is not None:
             metadata["streamwarden.query_id"] = plan.query_id
         metadata |= hashes
