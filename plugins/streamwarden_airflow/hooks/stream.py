@@ -12,7 +12,7 @@ from airflow.sdk import BaseHook
 
 from streamwarden.settings import Settings
 from streamwarden.upgrade.release import load_release_settings
-from streamwarden.warden.alerts import Alert, Notifier, alerts_path, dispatch, notifiers
+from streamwarden.warden.alerts import Alert, Notifier, alerts_path, already_sent, dispatch, notifiers
 from streamwarden.warden.health import Assessment, assess
 from streamwarden.warden.launcher import start_stream_detached, venv_bin
 from streamwarden.warden.restart_policy import RestartHistory, load_history
@@ -75,6 +75,15 @@ class StreamwardenHook(BaseHook):
         logger = logging.getLogger("streamwarden.warden.alerts")
         backends: list[Notifier] = notifiers(self.warden, logger, self._send_email)
         return dispatch(alert, backends, alerts_path(self.settings))
+
+    def send_alert_once(self, alert: Alert) -> bool:
+        """Send ``alert`` unless one with its cause key was sent before (then it is only logged); True when sent."""
+        if alert.key is not None and already_sent(alerts_path(self.settings), alert.key):
+            logging.getLogger("streamwarden.warden.alerts").warning("alerted before (key %s): %s", alert.key,
+                                                                    alert.summary)
+            return False
+        self.send_alert(alert)
+        return True
 
     def _send_email(self, recipients: list[str], subject: str, html: str) -> None:
         with SmtpHook(smtp_conn_id=self.warden.smtp_conn_id) as smtp:

@@ -49,3 +49,6 @@ class DeltaTablesHook(BaseHook):
 
     def send_alert(self, alert: Alert) -> dict[str, str]:
         return StreamwardenHook().send_alert(alert)
+
+    def send_alert_once(self, alert: Alert) -> bool:
+        return StreamwardenHook().send_alert_once(alert)

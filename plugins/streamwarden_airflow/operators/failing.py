@@ -11,6 +11,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from streamwarden.failures import classify
+from streamwarden.warden.alerts import Alert
 
 T = TypeVar("T")
 FAILURE_KEY = "failure"
@@ -78,3 +79,14 @@ def not_done(outcomes: Sequence[StepOutcome]) -> str | None:
     """The steps that failed, then those that never ran, described and ``"; "``-joined; None when every
     one is done."""
     return "; ".join(o.describe() for o in sorted(outcomes, key=lambda o: not o.failed) if not o.done) or None
+
+
+def alert_failures(outcomes: Sequence[StepOutcome], send: Callable[[Alert], object],
+                   alert_for: Callable[[dict[str, Any], str], Alert]) -> list[StepOutcome]:
+    """Send ``alert_for(failure document, task id)`` for each step that pushed a failure document; those steps.
+    (A step killed before it could push one has no document: :func:`failed_steps` describes it.)"""
+    failed = [step for step in outcomes if step.failure is not None]
+    for step in failed:
+        assert step.failure is not None
+        send(alert_for(step.failure, step.task_id))
+    return failed

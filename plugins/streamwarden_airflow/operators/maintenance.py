@@ -23,7 +23,8 @@ from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest, request_from_params
 from streamwarden.maintenance.settings import MiB
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import failed_steps, not_done, run_step, step_outcomes
+from streamwarden_airflow.operators.failing import alert_failures, failed_steps, not_done, run_step, step_outcomes
+from streamwarden_airflow.operators.run_source import run_source
 
 log = logging.getLogger("streamwarden.maintenance")
 MAINTAINED = AssetAlias("streamwarden-maintenance")
@@ -136,11 +137,9 @@ class MaintenanceReportOperator(BaseOperator):
         hook = DeltaTablesHook()
         append_history(steps.maintenance_folder(hook.settings) / "history.jsonl", report)
         log.info("maintenance report:\n%s", report.text())
-        run = context.get("dag_run")
-        source = f"{run.dag_id}/{run.run_id}" if run is not None else ""
-        for step in outcomes:
-            if step.failure is not None:
-                hook.send_alert(failure_alert(step.failure, source=source, task=step.task_id))
+        source = run_source(context)
+        alert_failures(outcomes, hook.send_alert, lambda failure, task: failure_alert(failure, source=source,
+                                                                                    task=task))
         if any(not step.done for step in outcomes):
             raise AirflowFailException(f"maintenance failed: {not_done(outcomes)}; see the report above")
         return report.to_json()

@@ -27,7 +27,8 @@ from streamwarden.warden.launcher import StreamAlreadyRunningError
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import FAILURE_KEY, failed_steps, run_step, step_outcomes
+from streamwarden_airflow.operators.failing import alert_failures, failed_steps, run_step, step_outcomes
+from streamwarden_airflow.operators.run_source import run_source
 
 log = logging.getLogger("streamwarden.recovery")
 PLAN_TASK = "plan_recovery"
@@ -49,8 +50,7 @@ _ACTIONS = {
 
 def owner(context: Context) -> str:
     """The hold's owner: this DAG run."""
-    run = context.get("dag_run")
-    return f"{run.dag_id}/{run.run_id}" if run is not None else "recover_stream/manual"
+    return run_source(context, "recover_stream/manual")
 
 
 def _plan(context: Context, task_id: str) -> RecoveryPlan:
@@ -180,17 +180,16 @@ class RecoveryReportOperator(BaseOperator):
         planned = ti.xcom_pull(task_ids=PLAN_TASK)
         executed = ti.xcom_pull(task_ids=EXECUTED_TASK)
         results = {task: ti.xcom_pull(task_ids=task) for task in STEP_IDS}
-        for task in STEP_IDS:
-            failure = ti.xcom_pull(task_ids=task, key=FAILURE_KEY)
-            if failure:
-                hook.send_alert(step_failed_alert(
-                    "recover_stream", "RECOVERY_FAILED", failure, source=source, task=task, actions=_ACTIONS,
-                    default_action="Read the task log and the failure document, fix the cause, then clear the "
-                                   "failed task of this run (every step is idempotent)."))
-                steps.write_report(hook.settings, planned, {"outcome": "failed", "task": task, "failure": failure,
-                                                            "results": results})
-                raise AirflowFailException(f"{task} failed ({failure['failure_class']}); alert sent")
-        if died := failed_steps(step_outcomes(context, STEP_IDS)):  # killed before it could push a document
+        outcomes = step_outcomes(context, STEP_IDS)
+        if failed := alert_failures(outcomes, hook.send_alert, lambda failure, task: step_failed_alert(
+                "recover_stream", "RECOVERY_FAILED", failure, source=source, task=task, actions=_ACTIONS,
+                default_action="Read the task log and the failure document, fix the cause, then clear the "
+                               "failed task of this run (every step is idempotent).")):
+            first = failed[0]
+            steps.write_report(hook.settings, planned, {"outcome": "failed", "task": first.task_id,
+                                                        "failure": first.failure, "results": results})
+            raise AirflowFailException(f"{first.describe()}; alert sent")
+        if died := failed_steps(outcomes):  # killed before it could push a document
             steps.write_report(hook.settings, planned, {"outcome": f"failed: {died}", "results": results})
             raise AirflowFailException(f"recovery failed: {died}; clear the failed task of this run (every step is "
                                        "idempotent)")

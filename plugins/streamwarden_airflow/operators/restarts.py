@@ -19,9 +19,10 @@ from streamwarden.restarts import steps
 from streamwarden.restarts.alerting import exposure_alert, unanswered_alert, unread_alert
 from streamwarden.restarts.plan import RestartPlan
 from streamwarden.restarts.request import RestartRequest, request_from_params
-from streamwarden.warden.alerts import Alert, alerts_path, already_sent, step_failed_alert
+from streamwarden.warden.alerts import Alert, step_failed_alert
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import FAILURE_KEY, not_done, run_step, step_outcomes
+from streamwarden_airflow.operators.failing import alert_failures, not_done, run_step, step_outcomes
+from streamwarden_airflow.operators.run_source import run_source
 
 log = logging.getLogger("streamwarden.restarts")
 _ERROR_ACTIONS = {
@@ -30,11 +31,6 @@ _ERROR_ACTIONS = {
     "ENVIRONMENT": ("The broker or storage could not be reached: check them, then trigger restart_sessions again "
                     "(commands already delivered are acted on once: sites answer each request id once)."),
 }
-
-
-def _source(context: Context) -> str:
-    run = context.get("dag_run")
-    return f"{run.dag_id}/{run.run_id}" if run is not None else ""
 
 
 class CheckRestartParamsOperator(BaseOperator):
@@ -104,18 +100,16 @@ class RestartReportOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
         hook = DeltaTablesHook()
-        source = _source(context)
-        for task in self.step_ids:
-            failure = ti.xcom_pull(task_ids=task, key=FAILURE_KEY)
-            if failure:
-                hook.send_alert(step_failed_alert("restart_sessions", "RESTART_ERROR", failure, source=source,
-                                                  task=task, actions=_ERROR_ACTIONS, default_action=(
-                                                      "Read the task log and the failure document, fix the cause, "
-                                                      "then trigger restart_sessions again.")))
-                raise AirflowFailException(f"{task} failed ({failure['failure_class']}); alert sent")
+        source = run_source(context)
+        outcomes = step_outcomes(context, self.step_ids)
+        if failed := alert_failures(outcomes, hook.send_alert, lambda failure, task: step_failed_alert(
+                "restart_sessions", "RESTART_ERROR", failure, source=source, task=task, actions=_ERROR_ACTIONS,
+                default_action="Read the task log and the failure document, fix the cause, then trigger "
+                               "restart_sessions again.")):
+            raise AirflowFailException(f"{failed[0].describe()}; alert sent")
         planned = ti.xcom_pull(task_ids=self.plan_task_id)
         if planned is None:  # a step died without a word, or never ran: nothing was asked of the sites
-            why = not_done(step_outcomes(context, self.step_ids)) or f"{self.plan_task_id} left no plan (see its log)"
+            why = not_done(outcomes) or f"{self.plan_task_id} left no plan (see its log)"
             raise AirflowFailException(f"no restart planned: {why}")
         report, path = steps.report(hook.settings, hook.restarts, RestartPlan.from_json(planned))
         alerts: list[Alert] = []
@@ -127,10 +121,7 @@ class RestartReportOperator(BaseOperator):
             alerts.append(exposure_alert(report.overexposed(), limit=report.exposure_limit, now=report.checked_at,
                                          source=source, report_path=str(path)))
         for alert in alerts:
-            if alert.key is not None and already_sent(alerts_path(hook.settings), alert.key):
-                log.warning("alerted before (key %s): %s", alert.key, alert.summary)
-            else:
-                hook.send_alert(alert)
+            hook.send_alert_once(alert)
         if alerts:
             raise AirflowFailException("; ".join(a.summary for a in alerts) + f"; report {path}")
         return report.summary(path)

@@ -23,6 +23,7 @@ from streamwarden.warden.lag_history import append_lag_sample
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden.warden.watch import Sighting
 from streamwarden_airflow.hooks.stream import StreamwardenHook
+from streamwarden_airflow.operators.run_source import run_source
 
 RUN_REASON = "{{ params.reason | default('', true) }}"  # absent, null and empty alike
 """The default ``reason``: the run's ``reason`` param (empty when the DAG has none)."""
@@ -30,11 +31,6 @@ RUN_REASON = "{{ params.reason | default('', true) }}"  # absent, null and empty
 
 def _force_restart(context: Context) -> bool:
     return bool((context.get("params") or {}).get("force_restart"))
-
-
-def _source(context: Context) -> str:
-    run = context.get("dag_run")
-    return f"{run.dag_id}/{run.run_id}" if run is not None else ""
 
 
 def watch_sighting(context: Context) -> Sighting | None:
@@ -137,7 +133,7 @@ class RestartStreamOperator(BaseOperator):
         hook = StreamwardenHook(spark_conn_id=self.spark_conn_id)
         outcome = restart_stream(hook.settings, _verdict(context, self.health_task_id), start=hook.start_stream,
                                  stop=hook.stop_stream, send=hook.send_alert, force=_force_restart(context),
-                                 reason=_reason(context, self.reason), source=_source(context))
+                                 reason=_reason(context, self.reason), source=run_source(context))
         return outcome.to_json()
 
 
@@ -164,7 +160,7 @@ class AlertOperator(BaseOperator):
         decision = Decision.from_json(context["ti"].xcom_pull(task_ids=self.decide_task_id, key="decision"))
         hook = StreamwardenHook()
         outcome = alert_decision(hook.settings, _verdict(context, self.health_task_id), decision,
-                                 send=hook.send_alert, source=_source(context))
+                                 send=hook.send_alert, source=run_source(context))
         if self.fail_run:
             raise AirflowFailException(f"{decision.reason}. Next: {decision.next_action}")
         return outcome.to_json()

@@ -23,6 +23,7 @@ from streamwarden.upgrade.request import UpgradeRequest, request_from_params
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 from streamwarden_airflow.operators.failing import FAILURE_KEY, run_step
+from streamwarden_airflow.operators.run_source import run_source
 
 log = logging.getLogger("streamwarden.upgrade")
 PARAMS_TASK = "check_params"
@@ -33,9 +34,7 @@ STEPS = ("check_params", "check_compatibility", "hold_and_drain", "copy_checkpoi
 def run_ids(context: Context) -> tuple[str, str]:
     """The run's hold owner (``upgrade_stream/<run id>``) and its journal key."""
     run = context.get("dag_run")
-    run_id = run.run_id if run is not None else "manual"
-    dag_id = run.dag_id if run is not None else "upgrade_stream"
-    return f"{dag_id}/{run_id}", run_key(run_id)
+    return run_source(context, "upgrade_stream/manual"), run_key(run.run_id if run is not None else "manual")
 
 
 def checked_request(context: Context) -> UpgradeRequest:
@@ -193,10 +192,8 @@ class UpgradeReportOperator(BaseOperator):
         if request is not None and not request.dry_run and journal.get("hold") is not None:
             journal.put("outcome", outcome.to_json())
         failure = failures.get("rollback") or next(iter(failures.values()), None)
-        run = context.get("dag_run")
-        source = f"{run.dag_id}/{run.run_id}" if run is not None else ""
-        alert = outcome.alert(source=source, journal_path=str(journal.path) if journal.path.exists() else None,
-                              failure=failure)
+        journal_path = str(journal.path) if journal.path.exists() else None
+        alert = outcome.alert(source=run_source(context), journal_path=journal_path, failure=failure)
         log.info("upgrade outcome %s:\n%s", outcome.status, "\n".join(outcome.evidence))
         hook.send_alert(alert)
         if not outcome.succeeded:

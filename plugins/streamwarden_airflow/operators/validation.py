@@ -18,9 +18,9 @@ from streamwarden.validation import steps
 from streamwarden.validation.alerting import error_alert, findings_alert
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.request import ValidationRequest, request_from_params
-from streamwarden.warden.alerts import alerts_path, already_sent
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.failing import not_done, run_step, step_outcomes
+from streamwarden_airflow.operators.failing import alert_failures, not_done, run_step, step_outcomes
+from streamwarden_airflow.operators.run_source import run_source
 
 log = logging.getLogger("streamwarden.validation")
 
@@ -85,14 +85,12 @@ class ValidationReportOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
-        run = context.get("dag_run")
-        source = f"{run.dag_id}/{run.run_id}" if run is not None else ""
+        source = run_source(context)
         hook = DeltaTablesHook()
         outcomes = step_outcomes(context, self.step_ids)
-        for step in outcomes:
-            if step.failure is not None:
-                hook.send_alert(error_alert(step.failure, source=source, task=step.task_id))
-                raise AirflowFailException(f"{step.describe()}; alert sent")
+        if failed := alert_failures(outcomes, hook.send_alert,
+                                    lambda failure, task: error_alert(failure, source=source, task=task)):
+            raise AirflowFailException(f"{failed[0].describe()}; alert sent")
         summary: dict[str, Any] | None = ti.xcom_pull(task_ids=self.step_ids[1])
         if summary is None:  # a step died without a word, or never ran: nothing was validated
             why = not_done(outcomes) or f"{self.step_ids[1]} left no report"
@@ -101,10 +99,7 @@ class ValidationReportOperator(BaseOperator):
         if not summary["passed"]:
             passes = sorted((entry["validated_at"], entry["run_id"]) for entry in validated["tables"].values())
             alert = findings_alert(summary, source=source, last_pass=passes[-1][1] if passes else None)
-            if alert.key is not None and already_sent(alerts_path(hook.settings), alert.key):
-                log.warning("the same findings were alerted before (key %s): no new alert", alert.key)
-            else:
-                hook.send_alert(alert)
+            hook.send_alert_once(alert)
             raise AirflowFailException(f"validation FAILED: {summary['classes']}; report {summary['report']}")
         log.info("validation passed (%s); last validated: %s", ", ".join(summary["checks"]), ", ".join(
             f"{name} v{entry['version']} at {entry['validated_at']}"
