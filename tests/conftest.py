@@ -91,7 +91,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Each test's CPU seconds, set-up to teardown, as a ``cpu_s`` property in the JUnit XML: on 2 cores the
-    suite's wall time follows its CPU, so that is the figure to cut."""
+    suite's wall time follows its CPU. Only what this process reaps is counted: a job process killed with its
+    group leaves its JVM and Python workers to init, so a drill's figure is a lower bound."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
         item.user_properties.append(("cpu_s", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 1)))
     yield

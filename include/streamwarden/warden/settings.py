@@ -35,7 +35,7 @@ class WardenSettings(BaseSettings):
     lag_window: int = Field(10, ge=2, le=1000, description="Lag observations per partition judged by "
                             "Burrow's rules (one per supervisor run).")
     keepup_ratio: float = Field(0.8, gt=0, le=1, description="Keeping up: processed rate >= ratio x input rate "
-                                "while records wait.")
+                                "while records wait longer than batch_overrun triggers.")
     batch_overrun: float = Field(3.0, gt=0, description="Keeping up: batch duration <= overrun x trigger "
                                  "interval while records wait.")
     retention_risk: float = Field(0.5, gt=0, le=1, description="Retention risk when the oldest unprocessed "
