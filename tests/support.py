@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from streamwarden_bench.replay import caught_up, offsets_by_table
 
 from streamwarden.failures import EXIT_CODES, FailureClass
 from streamwarden.processes import group_members
@@ -23,7 +22,8 @@ from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
-from streamwarden.validation.exactly_once import verify_table
+from streamwarden.testing.exactly_once import verify_table
+from streamwarden.testing.replay import caught_up, offsets_by_table
 
 
 def produce_raw(bootstrap: str, topics: Sequence[str], count: int, keys: int = 997,

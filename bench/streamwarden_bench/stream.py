@@ -36,11 +36,11 @@ from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.commit_rate import RANGES_KEY
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.tables.ranges import IntervalIndex, OffsetRanges, canonical_ranges, merge_intervals, uncommitted
+from streamwarden.testing.replay import caught_up
 from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 
 from .baseline import consume_ranges
 from .measure import PeakRss, Sampler, group, percentiles, tree
-from .replay import caught_up
 from .workload import Ends, Workload, log_ends, produce
 
 

@@ -1,7 +1,7 @@
 """Is an engine's output right? Every offset of the workload exactly once, and the same final tables.
 
 Streamwarden's ``session_rows`` and the peer's rows have the same shape (one row per changed table row,
-with its Kafka coordinates): both are replayed with :func:`streamwarden_bench.replay.final_tables`. The
+with its Kafka coordinates): both are replayed with :func:`streamwarden.testing.replay.final_tables`. The
 baseline keeps one row per message with the raw value, replayed through the reference
 :func:`streamwarden.wire.apply_event`.
 """
@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
-from streamwarden.validation.exactly_once import verify_table
+from streamwarden.testing.exactly_once import verify_table
+from streamwarden.testing.replay import final_tables, read_table
 from streamwarden.wire import DEMO_SCHEMA, Table, TableSchema, apply_event, decode
 
 from .baseline import SCHEMA as BASELINE_SCHEMA
-from .replay import final_tables, read_table
 from .workload import Ends
 
 _EXAMPLES = 5
@@ -89,7 +89,7 @@ def verify_session_rows(rows: pa.Table, ends: Ends, expected: dict[str, Table],
 def verify_streamwarden(output_root: Path, ends: Ends, expected: dict[str, Table]) -> Verdict:
     """Streamwarden's Delta tables as a Delta reader sees them: ``session_rows`` right, the quarantine empty.
 
-    Both tables' logs are checked too (:func:`streamwarden.validation.exactly_once.verify_table`): every
+    Both tables' logs are checked too (:func:`streamwarden.testing.exactly_once.verify_table`): every
     file they list is there, and every row lies inside the offsets the log records as committed.
     ``session_rows`` holds several rows per offset (one per changed table row), so its duplicates are
     judged by :func:`check_offsets` (by offset and ``row_id``), not by ``verify_table``.

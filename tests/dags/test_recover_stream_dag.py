@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from streamwarden_bench.replay import caught_up, final_tables, read_table
 
 from approvals import Approval, answer_in_process
 from streamwarden.kafka.admin import create_topics
@@ -33,6 +32,7 @@ from streamwarden.recovery.steps import RECOVERIES_LOG
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.testing.replay import caught_up, final_tables, read_table
 from streamwarden.validation import steps as validation_steps
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.settings import load_validation_settings

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from streamwarden_bench.replay import OFFSET_COLUMNS, caught_up
 
 from airflow_server import AirflowServer
 from approvals import answer_in_browser
@@ -34,7 +33,8 @@ from browser import chromium_and_driver, headless_chromium, log_in, trigger_from
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS
-from streamwarden.validation.exactly_once import verify_table
+from streamwarden.testing.exactly_once import verify_table
+from streamwarden.testing.replay import OFFSET_COLUMNS, caught_up
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import stop_stream

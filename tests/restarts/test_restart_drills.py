@@ -24,7 +24,6 @@ from typing import Any
 
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from streamwarden_bench.replay import final_tables, read_table
 
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
@@ -32,6 +31,7 @@ from streamwarden.local.producer import ProducerOptions, ProducerReport, run_pro
 from streamwarden.restarts.report import restarts_folder
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.testing.replay import final_tables, read_table
 from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.wire import DEMO_SCHEMA
 from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env

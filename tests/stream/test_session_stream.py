@@ -30,7 +30,6 @@ from sessions_fixtures import (
     snapshot,
     update,
 )
-from streamwarden_bench.replay import final_tables, offsets_by_table, read_table
 
 from streamwarden.failures import EXIT_CODES, FailureClass
 from streamwarden.local.broker import LocalBroker
@@ -43,6 +42,7 @@ from streamwarden.stream.sessions.session_store import SlotCodec
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.faults import CHAOS_ENV
+from streamwarden.testing.replay import final_tables, offsets_by_table, read_table
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
 from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env
 

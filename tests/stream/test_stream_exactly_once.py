@@ -22,8 +22,8 @@ from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.tables.content import check_content, recorded_hashes
 from streamwarden.tables.location import RECORDS, TableLocation
+from streamwarden.testing.exactly_once import verify_table
 from streamwarden.testing.faults import CHAOS_ENV
-from streamwarden.validation.exactly_once import verify_table
 from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow

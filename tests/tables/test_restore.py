@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from streamwarden_bench.replay import read_table
 
 from stream_output import commit_batch, settings_for
 from streamwarden.failures import ConfigError
 from streamwarden.tables.committed import Runs, rewind
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.tables.restore import restore_table
+from streamwarden.testing.replay import read_table
 
 TOPIC = "sites-0"
 

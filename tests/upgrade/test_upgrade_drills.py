@@ -25,7 +25,6 @@ from typing import Any
 
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from streamwarden_bench.replay import final_tables, read_table
 
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
@@ -33,6 +32,7 @@ from streamwarden.local.producer import ProducerOptions, ProducerReport, run_pro
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
+from streamwarden.testing.replay import final_tables, read_table
 from streamwarden.upgrade.release import read_active
 from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import running_holder
@@ -140,7 +140,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
         stop.set()
         producer.join(60)
         ends = log_ends(all_offsets(broker.bootstrap_servers, sites))
-        from streamwarden_bench.replay import caught_up
+        from streamwarden.testing.replay import caught_up
         _wait(lambda: caught_up(settings.checkpoint_location, ends), 240, "every offset read")
         outcome = stop_stream(settings, drain_timeout=60, term_timeout=10)
         assert outcome.method.value == "drained", outcome

@@ -23,7 +23,7 @@ from streamwarden.stream.sink.delta_sink import CommitResult, DeltaSink
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.tables.statistics import file_statistics
-from streamwarden.validation.exactly_once import READERS, DuplicateOffset, Reader, verify_table
+from streamwarden.testing.exactly_once import READERS, DuplicateOffset, Reader, verify_table
 
 SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                     ("value", pa.string()), ("source_topic", pa.string())])

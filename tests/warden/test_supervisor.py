@@ -24,7 +24,7 @@ from streamwarden.processes import live
 from streamwarden.runfiles.checkpoint import committed_offsets
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings, load_settings
-from streamwarden.validation.exactly_once import verify_table
+from streamwarden.testing.exactly_once import verify_table
 from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import StreamAlreadyRunningError, running_holder
 from streamwarden.warden.limits import progress_limit

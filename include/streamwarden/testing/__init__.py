@@ -1,4 +1,5 @@
-"""Hooks for tests that must live in the core: fault-injection points on the commit path.
-
-Nothing here acts unless a ``STREAMWARDEN_CHAOS_*`` variable names a point; never set them in production.
+"""What tests and benchmarks check the product with, never called by production: fault-injection points on the
+commit path (:mod:`.faults`: nothing acts unless a ``STREAMWARDEN_CHAOS_*`` variable names a point; never set
+them in production), the exactly-once oracle over a table's Delta log (:mod:`.exactly_once`) and the reference
+reader that replays the committed sessions (:mod:`.replay`).
 """
