@@ -12,32 +12,25 @@ from streamwarden.settings import Settings
 
 DRIVER_MEMORY = "640m"
 """The driver JVM's heap. On one machine the driver is also the executor: the work is in the Python workers and
-RocksDB (off the heap), and the 2M-message benchmark ran as fast at 640 MiB as at 1 GiB."""
+RocksDB, off the heap (docs/tuning.md)."""
 DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:+AlwaysPreTouch")
-"""The driver JVM's compiler, collector and heap (docs/benchmarks.md, tenth and eleventh passes; docs/longrun.md).
+"""The driver JVM's compiler, collector and heap (figures in docs/tuning.md):
 
-- A micro-batch runs much of Spark's code once (analysis, optimization, planning, the progress events): the
-  JVM's optimizing compiler (C2) was still compiling after 18 batches, 44% of the JVM's CPU over batches 3-18 at
-  100k-record batches on 2 cores. The quick compiler alone (C1) cost 0.03 core-seconds a batch where C2 had
-  cost 0.43, and the tasks' own threads ran as fast.
-- The serial collector does without G1's concurrent marking threads and barriers on a heap this small (the
-  JVM's CPU over those batches 14.8 -> 9.4 -> 7.9 core-seconds).
-- The heap is its full size from the start, every page of it touched (``AlwaysPreTouch``, and ``-Xms`` equal to
-  the driver memory, which :func:`launch_env` adds): the JVM's RSS is fixed from the first batch, and a driver
-  that does not fit its machine fails at start. A heap grown on demand had climbed for hours as the old
-  generation filled with short-lived garbage promoted between full collections (in `make run`'s two-hour run
-  547 -> 605 MiB, +25 MiB/h, which no collection gave back), so a leak could not be told from it."""
+- the quick compiler only: a micro-batch runs much of Spark's code once, and the optimizing compiler (C2) spent
+  the JVM's CPU compiling it batch after batch while the tasks ran no faster;
+- the serial collector: no concurrent marking threads and barriers on a heap this small;
+- the heap its full size from the start, every page touched (``AlwaysPreTouch``, and ``-Xms`` equal to the
+  driver memory, which :func:`launch_env` adds): the JVM's RSS is fixed from the first batch, so a leak shows,
+  and a driver that does not fit its machine fails at start (a heap grown on demand climbed for hours as
+  short-lived garbage was promoted)."""
 MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
-"""glibc's malloc in the driver JVM and every Python process of the stream. Measured in the 2M-message and the
-200k-session benchmarks (docs/benchmarks.md, sixth pass):
+"""glibc's malloc in the driver JVM and every Python process of the stream (figures in docs/tuning.md):
 
-- ``MALLOC_ARENA_MAX``: 2 arenas per process instead of 8 per core. With an arena per allocating thread,
-  RocksDB's and Arrow's threads left freed memory spread over many arenas, never handed back (peak RSS at
-  200k sessions 4.66 -> 4.18 GiB, throughput unchanged).
-- ``MALLOC_MMAP_THRESHOLD_``: a block of 1 MiB or more (Arrow buffers, IPC payloads) is mapped on its own
-  and unmapped when freed. glibc's default raises that threshold after each large free, up to 32 MiB, so a
-  Python worker's heap kept its largest batch (the workers' peak RSS in the 2M-message run 1.68 -> 1.30 GiB;
-  ~5% of the throughput, the page faults of fresh mappings).
+- ``MALLOC_ARENA_MAX``: 2 arenas per process instead of 8 per core: with an arena per allocating thread,
+  RocksDB's and Arrow's threads left freed memory spread over many arenas, never handed back;
+- ``MALLOC_MMAP_THRESHOLD_``: a block of 1 MiB or more (Arrow buffers, IPC payloads) is mapped on its own and
+  unmapped when freed; glibc's default raises that threshold after each large free, up to 32 MiB, so a Python
+  worker's heap kept its largest batch.
 """
 
 

@@ -111,8 +111,7 @@ class Settings(BaseSettings):
     )
     trigger_interval: float = Field(
         3.0, description="Micro-batch trigger interval, e.g. '3s', '500ms'. At half its top rate the stream's p95 "
-        "latency is about 1.45 x this plus the fixed cost of a batch: 4.7-5.2 s at 3 s, 7.9 s at 5 s on 2 "
-        "cores (docs/benchmarks.md).")
+        "latency is about 1.45 x this plus the fixed cost of a batch (docs/tuning.md).")
     max_offsets_per_trigger: int | None = Field(
         None, gt=0, description="Cap on records per micro-batch, spread fairly over partitions."
     )
@@ -298,9 +297,8 @@ class Settings(BaseSettings):
     @property
     def state_partitions(self) -> int:
         """Spark's shuffle partitions, which a new checkpoint pins as its state's: ``shuffle_partitions``, or when
-        unset one per core of a local master, 8 on a cluster. One wave of stateful tasks per batch is fastest:
-        on 2 cores, 2 partitions instead of 4 cut the fixed cost of a batch from 0.91 to 0.67 s and ran
-        100k-record batches 1.25x faster (docs/benchmarks.md). A checkpoint keeps the number it started with
+        unset one per core of a local master, 8 on a cluster: one wave of stateful tasks per batch is fastest
+        (docs/tuning.md). A checkpoint keeps the number it started with
         (Spark restores it from the offset log, whatever this says). ``spark.sql.shuffle.partitions`` in
         ``spark_conf`` is what Spark is given (:func:`~streamwarden.stream.spark_session.spark_conf`), so it
         wins here too: the session buckets' labels are balanced for the partitions Spark really uses."""
@@ -314,10 +312,8 @@ class Settings(BaseSettings):
     def state_buckets(self) -> int:
         """The session buckets of a new checkpoint: ``session_buckets``, or when unset 8 per state partition. A
         batch pays a few round trips to the state server and two pandas frames per bucket it touches (a
-        partition's buckets are its calls of the stateful function): on 2 partitions a trickle batch took
-        0.52-0.53 s with 16 buckets and 0.59-0.73 s with 64, at the same throughput (docs/benchmarks.md). A
-        checkpoint keeps the number it started with (pinned with the handler,
-        :func:`~streamwarden.stream.sessions.handler.pin_handler`)."""
+        partition's buckets are its calls of the stateful function; docs/tuning.md). A checkpoint keeps the number
+        it started with (pinned with the handler, :func:`~streamwarden.stream.sessions.handler.pin_handler`)."""
         return self.session_buckets if self.session_buckets is not None else 8 * self.state_partitions
 
     @property

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 _OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
-"""LZ4 frames: Kafka values (JSON) shrink ~4x for ~1 ms per MB more, and Spark moves, shuffles and sorts the
-payloads as they are (docs/benchmarks.md, eleventh pass)."""
+"""LZ4 frames: Kafka values (JSON) shrink several times for little CPU, and Spark moves, shuffles and sorts the
+payloads as they are (docs/tuning.md)."""
 
 
 def to_ipc(data: pa.Table | pa.RecordBatch) -> bytes:

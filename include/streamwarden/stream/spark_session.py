@@ -11,8 +11,7 @@ from streamwarden.process_setup import DRIVER_MEMORY, MALLOC
 from streamwarden.settings import Settings
 
 ARROW_BATCH_BYTES = 4 * 1024 * 1024
-"""The most bytes of rows the JVM puts in one Arrow batch for a Python worker (at 200k sessions the job's peak RSS
-2,570 -> 2,466 MiB at 16 -> 4 MiB, no slower)."""
+"""The most bytes of rows the JVM puts in one Arrow batch for a Python worker (docs/tuning.md)."""
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,22 +29,22 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-        # Block cache and memtables of all state stores of the process together: at 200k sessions 512 MiB
-        # grew the JVM by ~0.5 GiB and ran no faster than 128.
+        # Block cache and memtables of all state stores of the process together: more grew the JVM and ran no
+        # faster (docs/tuning.md).
         "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "128",
         "spark.sql.streaming.stateStore.encodingFormat": "avro",
         # A state commit uploads the batch's changes, not a snapshot of the store (snapshots are made in the
-        # background): a batch's state commits 231 -> 90 ms at 100k records on 2 cores. Spark reads either
-        # layout of a checkpoint, so existing checkpoints take it too, and can go back.
+        # background; docs/tuning.md). Spark reads either layout of a checkpoint, so existing checkpoints take
+        # it too, and can go back.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # The rows going to a Python worker are sent in Arrow batches of at most 10,000 rows by default, and
         # the packed rows are few and large (an IPC payload each): the JVM gathered a task's whole output for
         # the batch writer before it sent any, in the heap and in Arrow's buffers, which keep their largest
-        # size. A bound in bytes streams it instead (docs/benchmarks.md, eleventh pass).
+        # size. A bound in bytes streams it instead (docs/tuning.md).
         "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
         # Python workers allocate Arrow buffers with malloc, which hands freed memory back; Arrow's jemalloc
-        # pool kept it (peak RSS of the 2M-record benchmark 4.46 GiB with it, 3.96 GiB without).
+        # pool kept it (docs/tuning.md).
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
         **{f"spark.executorEnv.{name}": value for name, value in MALLOC.items()},
         "spark.local.dir": str(settings.root("state") / "spark-local"),

@@ -56,10 +56,8 @@ class SessionJobConfig:
 
 OUTPUT_CHUNK_ROWS = 8_192
 """The operator emits a bucket's output in chunks of about this many rows (applied rows and dead letters), so
-that a worker holds one chunk's rows at a time, not the bucket's: a batch of 10-row snapshots over 200k sessions
-yields ~60k rows per bucket. 8,192 rather than 16,384 took the stateful workers' peak at 200k sessions from 197 to
-185-187 MiB each, at the same throughput; at 200 sessions, whose buckets yield fewer rows than that, they measured
-160-165 MiB either way (docs/benchmarks.md, twelfth pass)."""
+that a worker holds one chunk's rows at a time, not the bucket's (a batch of 10-row snapshots over 200k sessions
+yields ~60k rows per bucket; docs/tuning.md)."""
 
 
 def _records_by_session(records: pa.Table) -> dict[str, list[RawRecord]]:

@@ -42,9 +42,8 @@ def _consumer(task: KafkaRange) -> Consumer:
     return make_consumer({
         "fetch.max.bytes": str(64 * 1024 * 1024),
         "max.partition.fetch.bytes": str(16 * 1024 * 1024),
-        # What the consumer fetches ahead is held in the reading Python worker: 64 MiB of it kept the
-        # 500k-record batches as fast as 256 MiB did; 32 MiB keeps 200k sessions' larger records as fast
-        # with ~40 MiB less per worker, 16 MiB ran them 20% slower (docs/benchmarks.md, eleventh pass).
+        # What the consumer fetches ahead is held in the reading Python worker: the least that reads as fast
+        # (docs/tuning.md).
         "queued.max.messages.kbytes": str(32 * 1024),
         **task.client_config,
         "group.id": f"streamwarden-reader-{uuid.uuid4().hex[:8]}",
