@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.failures", "streamwarden.wire",
           "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules",
-          "streamwarden.params", "streamwarden.process_setup")
+          "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ RULES = (
 FLOORS = (
     ("streamwarden.settings", "streamwarden.failures", "streamwarden.wire", "streamwarden.atomic",
      "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules", "streamwarden.params",
-     "streamwarden.process_setup", "streamwarden.durations", "streamwarden.secrets", "streamwarden.approvals"),
+     "streamwarden.process_setup", "streamwarden.durations", "streamwarden.secrets", "streamwarden.approvals",
+     "streamwarden.alerts"),
     ("streamwarden.tables", "streamwarden.kafka", "streamwarden.runfiles", "streamwarden.logs",
      "streamwarden.testing"),
     ("streamwarden.stream", "streamwarden.warden", "streamwarden.control"),

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from small_tables import replace_keeping_size, small_files_table
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.maintenance.report import read_history
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
-from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("plan_compaction", "compact_and_prove", "vacuum_and_checkpoint", "record_report")

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from approvals import Approval, answer_in_process
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
@@ -36,7 +37,6 @@ from streamwarden.testing.replay import caught_up, final_tables, read_table
 from streamwarden.validation import steps as validation_steps
 from streamwarden.validation.report import last_validated, validation_folder
 from streamwarden.validation.settings import load_validation_settings
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import LIFECYCLE_POOL, stop_stream
 from streamwarden.wire import DEMO_SCHEMA

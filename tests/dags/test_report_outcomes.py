@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.maintenance.report import read_history
 from streamwarden.settings import Settings, load_settings
-from streamwarden.warden.alerts import alerts_path, read_alerts
 
 
 def _dies_without_a_document() -> None:

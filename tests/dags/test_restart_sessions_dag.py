@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.kafka.admin import list_partitions, metadata_consumer
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import load_settings
-from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "plan_restarts", "send_commands", "wait_for_new_sessions", "report_and_alert")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.lag_history import read_lag_history
 
 REPO = Path(__file__).resolve().parents[2]

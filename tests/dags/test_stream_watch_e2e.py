@@ -33,11 +33,11 @@ import pytest
 from confluent_kafka import Producer
 
 from airflow_server import AirflowServer
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.up import AirflowApi
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import read_launch_record, running_holder
 from streamwarden.warden.restart_policy import load_history
 from streamwarden.warden.settings import load_warden_settings

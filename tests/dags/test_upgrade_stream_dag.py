@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.atomic import write_json_atomic
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import load_settings
 from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.upgrade.release import read_active
-from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "check_compatibility", "stop_if_dry_run", "hold_and_drain", "copy_checkpoint",

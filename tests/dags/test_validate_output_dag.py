@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.report import last_validated, validation_folder
-from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "validate_tables", "report_and_alert")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from streamwarden.alerts import Alert, alerts_path, dispatch
 from streamwarden.dashboard import page, prometheus
 from streamwarden.dashboard.alerts_now import dag_actions
 from streamwarden.dashboard.model import DagAction, Dashboard
@@ -32,7 +33,6 @@ from streamwarden.tables.reading import summarize
 from streamwarden.testing.faults import CHAOS_RAISE_ENV
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.report import ValidationReport, record_last_validated, validation_folder, write_report
-from streamwarden.warden.alerts import Alert, alerts_path, dispatch
 from streamwarden.warden.decision import RECOVERY
 from streamwarden.warden.health import assess, state_path
 from streamwarden.warden.lag_history import KEEP_S, LagSample, append_lag_sample, read_lag_history

@@ -29,6 +29,7 @@ import pytest
 from deltalake import DeltaTable
 from streamwarden_longrun.roles import EXPECTED_ROLES
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING
 from streamwarden.local.airflow_api import AirflowApi
 from streamwarden.local.leftovers import kill_leftovers
@@ -36,7 +37,6 @@ from streamwarden.local.up import LocalPlatform, PlatformOptions
 from streamwarden.processes import group_members
 from streamwarden.runfiles.lease import is_held, read_holder
 from streamwarden.settings import Settings, load_settings
-from streamwarden.warden.alerts import alerts_path, read_alerts
 
 REPO = Path(__file__).resolve().parents[2]
 LONG_RUN_TIMEOUT = 1100.0  # 5 minutes of platform, up to 7 for its stop (the drain), the report

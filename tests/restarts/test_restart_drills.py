@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
@@ -32,7 +33,6 @@ from streamwarden.restarts.report import restarts_folder
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.replay import final_tables, read_table
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.wire import DEMO_SCHEMA
 from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env
 

@@ -27,6 +27,7 @@ import pytest
 
 from airflow_server import REPO, AirflowServer
 from browser import chromium_and_driver, headless_chromium, log_in, save, wait_for
+from streamwarden.alerts import Alert, alerts_path, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.up import AirflowApi
@@ -34,7 +35,6 @@ from streamwarden.tables.location import RECORDS
 from streamwarden.tables.reading import summarize
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.report import ValidationReport, validation_folder, write_report
-from streamwarden.warden.alerts import Alert, alerts_path, dispatch, read_alerts
 from streamwarden.warden.decision import recovery_action
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.status import read_status

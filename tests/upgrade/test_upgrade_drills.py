@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
@@ -34,7 +35,6 @@ from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.replay import final_tables, read_table
 from streamwarden.upgrade.release import read_active
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import stop_stream
 from streamwarden.wire import DEMO_SCHEMA

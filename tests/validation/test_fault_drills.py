@@ -40,12 +40,12 @@ from drills import (
     unexpected_rows,
 )
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.kafka.admin import delete_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.validation.report import last_validated, validation_folder
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from support import settings_of
 
 pytestmark = pytest.mark.slow

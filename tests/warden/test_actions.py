@@ -17,11 +17,11 @@ from typing import NoReturn
 import pytest
 from test_stop import stand_in  # noqa: F401 - the stand-in stream fixture
 
+from streamwarden.alerts import LogNotifier, alerts_path, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import Settings, load_settings
 from streamwarden.warden.actions import RestartOutcome, SendAlert, StartStream, alert_decision, restart_stream
-from streamwarden.warden.alerts import LogNotifier, alerts_path, dispatch, read_alerts
 from streamwarden.warden.decision import Action, decide
 from streamwarden.warden.health import HealthVerdict, Overall
 from streamwarden.warden.launcher import CommandBuilder, StreamLaunchFailedError, start_stream_detached

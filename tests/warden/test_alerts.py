@@ -13,19 +13,11 @@ from typing import Any
 
 import pytest
 
+from streamwarden.alerts import Alert, EmailNotifier, LogNotifier, WebhookNotifier, already_sent, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.recovery.request import Target, request_from_params
 from streamwarden.settings import load_settings
-from streamwarden.warden.alerts import (
-    Alert,
-    EmailNotifier,
-    LogNotifier,
-    WebhookNotifier,
-    already_sent,
-    dispatch,
-    notifiers,
-    read_alerts,
-)
+from streamwarden.warden.alerts import notifiers
 from streamwarden.warden.decision import RECOVERY, Action, decide
 from streamwarden.warden.health import HealthVerdict, Overall
 from streamwarden.warden.restart_policy import RestartHistory

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from test_alerts import Receiver, receiver  # noqa: F401 - the loopback webhook fixture
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.broker import LocalBroker
 from streamwarden.processes import live
@@ -25,7 +26,6 @@ from streamwarden.runfiles.checkpoint import committed_offsets
 from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.settings import Settings, load_settings
 from streamwarden.testing.exactly_once import verify_table
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.launcher import StreamAlreadyRunningError, running_holder
 from streamwarden.warden.limits import progress_limit
 from streamwarden.warden.restart_policy import load_history

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from streamwarden.alerts import alerts_path, read_alerts
 from streamwarden.dashboard.alerts_now import alerts_now
 from streamwarden.dashboard.model import Dashboard, Series, Sites, StreamNow, TableNow
 from streamwarden.dashboard.series import MAX_COMMITS, series
@@ -30,7 +31,6 @@ from streamwarden.secrets import scrub
 from streamwarden.settings import Settings
 from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
 from streamwarden.tables.reading import TableSummary, summarize
-from streamwarden.warden.alerts import alerts_path, read_alerts
 from streamwarden.warden.health import assess
 from streamwarden.warden.lag_history import read_lag_history
 from streamwarden.warden.launcher import running_holder

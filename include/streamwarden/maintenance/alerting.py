@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamwarden.warden.alerts import Alert, step_failed_alert
+from streamwarden.alerts import Alert, step_failed_alert
 
 _NEXT_ACTIONS = {
     "INTEGRITY": (

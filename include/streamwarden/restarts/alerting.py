@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from streamwarden.alerts import Alert
 from streamwarden.durations import duration_text
 from streamwarden.restarts.plan import SiteTurn
 from streamwarden.restarts.reach import Cause
 from streamwarden.restarts.report import RestartReport
 from streamwarden.restarts.sessions import SiteSessions
-from streamwarden.warden.alerts import Alert
 
 UNANSWERED, EXPOSURE = "RESTART_UNANSWERED", "EXPOSURE"
 _SHOWN = 10

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from streamwarden.warden.alerts import Alert
+from streamwarden.alerts import Alert
 
 CHECKED, REFUSED, UPGRADED, ROLLED_BACK, ROLLBACK_FAILED = (
     "CHECKED", "REFUSED", "UPGRADED", "ROLLED_BACK", "ROLLBACK_FAILED")

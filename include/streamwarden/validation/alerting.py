@@ -14,8 +14,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from streamwarden.alerts import Alert, step_failed_alert
 from streamwarden.validation.findings import NEXT_ACTIONS, FindingClass
-from streamwarden.warden.alerts import Alert, step_failed_alert
 
 GRAVITY = (FindingClass.INTEGRITY, FindingClass.STORAGE, FindingClass.GAP, FindingClass.DUPLICATE,
            FindingClass.DATA_EXPIRED, FindingClass.CHECKPOINT_MISMATCH, FindingClass.AUDIT_MISMATCH,

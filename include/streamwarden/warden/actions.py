@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streamwarden.alerts import Alert, alerts_path, already_sent
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.settings import Settings
-from streamwarden.warden.alerts import Alert, alerts_path, already_sent
 from streamwarden.warden.decision import Action, Decision
 from streamwarden.warden.health import HealthVerdict
 from streamwarden.warden.launcher import (
@@ -36,7 +36,7 @@ StartStream = Callable[[], int]
 StopStream = Callable[[], StopOutcome]
 """Stops what is left of the stream (as :func:`~streamwarden.warden.stop.stop_stream` does)."""
 SendAlert = Callable[[Alert], dict[str, str]]
-"""Delivers and records an alert; the outcome per back-end (as :func:`~streamwarden.warden.alerts.dispatch`)."""
+"""Delivers and records an alert; the outcome per back-end (as :func:`~streamwarden.alerts.dispatch`)."""
 
 
 @dataclass(frozen=True)

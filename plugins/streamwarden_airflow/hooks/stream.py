@@ -10,9 +10,10 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.smtp.hooks.smtp import SmtpHook
 from airflow.sdk import BaseHook
 
+from streamwarden.alerts import Alert, Notifier, alerts_path, already_sent, dispatch
 from streamwarden.settings import Settings
 from streamwarden.upgrade.release import load_release_settings
-from streamwarden.warden.alerts import Alert, Notifier, alerts_path, already_sent, dispatch, notifiers
+from streamwarden.warden.alerts import notifiers
 from streamwarden.warden.health import Assessment, assess
 from streamwarden.warden.launcher import start_stream_detached, venv_bin
 from streamwarden.warden.restart_policy import RestartHistory, load_history

@@ -6,12 +6,12 @@ from functools import cached_property
 
 from airflow.sdk import Asset, BaseHook
 
+from streamwarden.alerts import Alert
 from streamwarden.maintenance.settings import MaintenanceSettings, load_maintenance_settings
 from streamwarden.restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
 from streamwarden.validation.settings import ValidationSettings, load_validation_settings
-from streamwarden.warden.alerts import Alert
 from streamwarden_airflow.hooks.stream import StreamwardenHook
 
 

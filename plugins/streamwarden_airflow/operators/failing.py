@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamwarden.alerts import Alert
 from streamwarden.failures import classify
-from streamwarden.warden.alerts import Alert
 
 T = TypeVar("T")
 FAILURE_KEY = "failure"

@@ -16,13 +16,13 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamwarden.alerts import Alert, step_failed_alert
 from streamwarden.approvals import ANSWER_KEY, ApprovalAnswer, not_approved
 from streamwarden.recovery import steps
 from streamwarden.recovery.plan import RecoveryPlan
 from streamwarden.recovery.request import RecoveryRequest, request_from_params
 from streamwarden.runfiles.hold import release_hold
 from streamwarden.validation import steps as validation_steps
-from streamwarden.warden.alerts import Alert, step_failed_alert
 from streamwarden.warden.launcher import StreamAlreadyRunningError
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden_airflow.hooks.stream import StreamwardenHook

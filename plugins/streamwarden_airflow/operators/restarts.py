@@ -15,11 +15,11 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamwarden.alerts import Alert, step_failed_alert
 from streamwarden.restarts import steps
 from streamwarden.restarts.alerting import exposure_alert, unanswered_alert, unread_alert
 from streamwarden.restarts.plan import RestartPlan
 from streamwarden.restarts.request import RestartRequest, request_from_params
-from streamwarden.warden.alerts import Alert, step_failed_alert
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 from streamwarden_airflow.operators.failing import alert_failures, not_done, run_step, step_outcomes
 from streamwarden_airflow.operators.run_source import run_source
