@@ -238,7 +238,7 @@ def test_kill_before_the_commit_commits_nothing_and_the_next_run_compacts(tmp_pa
 
 
 def test_two_runs_never_compact_one_table_together(tmp_path: Path) -> None:
-    from streamwarden.maintenance.lock import TableBusyError, table_lock
+    from streamwarden.tables.lock import TableBusyError, table_lock
 
     settings = settings_for(tmp_path)
     small_files_table(settings, files_per_partition=6)

@@ -1,6 +1,6 @@
 """Compaction of one table, one partition per Delta commit, each commit proven before the next.
 
-Protocol for one partition (the table's maintenance lock is held, :mod:`.lock`):
+Protocol for one partition (the table's maintenance lock is held, :mod:`streamwarden.tables.lock`):
 
 1. Check the content hash of every file of the partition at the version read against the one recorded when
    it was committed (:mod:`streamwarden.tables.content`): a changed file is ``INTEGRITY``, and nothing is

@@ -6,7 +6,7 @@
    compacts and proves each planned partition in turn (:func:`.compaction.compact_partition`).
 3. :func:`clean_up` — vacuum, log checkpoint and log clean-up (:mod:`.cleanup`).
 
-Each step holds each table's maintenance lock while it works on the table (:mod:`.lock`), and refuses to
+Each step holds each table's maintenance lock while it works on the table (:mod:`streamwarden.tables.lock`), and refuses to
 change anything while a recovery or an upgrade holds the stream (:mod:`streamwarden.runfiles.hold`). :func:`run`
 runs the three in turn and records the report (what ``streamwarden maintain`` does).
 """
@@ -19,7 +19,6 @@ from pathlib import Path
 from streamwarden.failures import StreamwardenError
 from streamwarden.maintenance.cleanup import Cleanup, clean_table
 from streamwarden.maintenance.compaction import Compaction, compact_partition, finish_pending, new_run_id
-from streamwarden.maintenance.lock import table_lock
 from streamwarden.maintenance.plan import TablePlan, plan_table
 from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest
@@ -27,6 +26,7 @@ from streamwarden.maintenance.settings import MaintenanceSettings, MiB
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.lock import table_lock
 
 log = logging.getLogger("streamwarden.maintenance")
 

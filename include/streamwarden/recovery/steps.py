@@ -44,7 +44,6 @@ from streamwarden.failures import (
     MalformedDataError,
     StreamwardenError,
 )
-from streamwarden.maintenance.lock import table_lock
 from streamwarden.maintenance.steps import maintenance_folder
 from streamwarden.recovery.plan import RecoveryPlan, make_plan
 from streamwarden.recovery.request import RecoveryRequest, Target
@@ -53,6 +52,7 @@ from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.hold import take_hold
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
+from streamwarden.tables.lock import table_lock
 from streamwarden.tables.restore import Restored, restore_table
 from streamwarden.validation.report import LAST_VALIDATED, last_validated, validation_folder
 from streamwarden.warden.launcher import running_holder

@@ -1,8 +1,10 @@
-"""One maintainer per table at a time: an exclusive lock file under the run root.
+"""One maintainer per table at a time: an exclusive lock file under the run root, taken by maintenance and by a
+recovery's restore.
 
 Two concurrent compactions of the same files both commit (delta-rs sees no conflict between two
 data-change-free rewrites) and the table then holds every row twice; the lock rules that out between
-maintenance runs (a scheduled run and a manual one, or the DAG and ``streamwarden maintain``). It is an
+maintenance runs (a scheduled run and a manual one, or the DAG and ``streamwarden maintain``), and keeps a
+compaction from rewriting a table a recovery is restoring. It is an
 ``flock``: released by the kernel when the holder dies, so a killed run never leaves it stale.
 """
 
