@@ -19,5 +19,5 @@ def test_the_core_is_grouped_into_capability_folders() -> None:
     assert {"stream", "warden", "runfiles", "kafka", "local", "validation", "testing", "tables", "control",
             "restarts", "recovery", "upgrade", "dashboard"} <= folders
     flat = sorted(p.stem for p in CORE.glob("*.py"))
-    assert flat == ["__init__", "__main__", "approvals", "atomic", "cli", "durations", "failures", "params",
-                    "processes", "schedules", "secrets", "settings", "storage", "wire"]
+    assert flat == ["__init__", "__main__", "alerts", "approvals", "atomic", "cli", "durations", "failures",
+                    "params", "process_setup", "processes", "schedules", "secrets", "settings", "storage", "wire"]

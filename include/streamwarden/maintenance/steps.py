@@ -6,8 +6,9 @@
    compacts and proves each planned partition in turn (:func:`.compaction.compact_partition`).
 3. :func:`clean_up` — vacuum, log checkpoint and log clean-up (:mod:`.cleanup`).
 
-Each step holds each table's maintenance lock while it works on the table (:mod:`streamwarden.tables.lock`), and refuses to
-change anything while a recovery or an upgrade holds the stream (:mod:`streamwarden.runfiles.hold`). :func:`run`
+Each step holds each table's maintenance lock while it works on the table (:mod:`streamwarden.tables.lock`), and
+refuses to change anything while a recovery or an upgrade holds the stream (:mod:`streamwarden.runfiles.hold`).
+:func:`run`
 runs the three in turn and records the report (what ``streamwarden maintain`` does).
 """
 
