@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.failures", "streamwarden.wire",
-          "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules",
-          "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts")
+SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.settings_loading", "streamwarden.failures",
+          "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage",
+          "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts")
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ RULES = (
 
 
 FLOORS = (
-    ("streamwarden.settings", "streamwarden.failures", "streamwarden.wire", "streamwarden.atomic",
+    ("streamwarden.settings", "streamwarden.settings_loading", "streamwarden.failures", "streamwarden.wire",
+     "streamwarden.atomic",
      "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules", "streamwarden.params",
      "streamwarden.process_setup", "streamwarden.durations", "streamwarden.secrets", "streamwarden.approvals",
      "streamwarden.alerts"),
@@ -73,7 +74,7 @@ FLOORS = (
     ("streamwarden.maintenance", "streamwarden.restarts", "streamwarden.upgrade", "streamwarden.validation",
      "streamwarden.local"),
     ("streamwarden.recovery",),
-    ("streamwarden.dashboard", "streamwarden.cli", "streamwarden.__main__"),
+    ("streamwarden.dashboard", "streamwarden.cli", "streamwarden.__main__", "streamwarden.settings_reference"),
 )
 """The core's floors, bottom first: shared contracts; the tables, the broker's client and the run files; the job
 and its supervisor; the capabilities around them; recovery, which uses them; the page and the command line."""

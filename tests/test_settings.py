@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamwarden.settings import Settings, SettingsError, load_settings
+from streamwarden.settings import Settings, load_settings
+from streamwarden.settings_loading import SettingsError
 from streamwarden.stream.spark_session import spark_conf
 
 

@@ -28,7 +28,7 @@ import confluent_kafka
 import pyspark
 
 from streamwarden.local.broker import LocalBroker
-from streamwarden.settings import parse_duration
+from streamwarden.settings_loading import parse_duration
 
 from .compaction import run_compaction_bench
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix

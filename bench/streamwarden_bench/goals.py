@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streamwarden.settings import parse_duration
+from streamwarden.settings_loading import parse_duration
 
 MIB_LIMIT = 3 * 1024
 """Peak RSS allowed, MiB."""

@@ -29,7 +29,8 @@ from streamwarden_bench.source import state
 from streamwarden.local.broker import LOOPBACK
 from streamwarden.local.broker_memory import default_limit
 from streamwarden.secrets import scrub
-from streamwarden.settings import ENV_PREFIX, Settings, load_settings
+from streamwarden.settings import Settings, load_settings
+from streamwarden.settings_loading import ENV_PREFIX
 from streamwarden.validation.report import validation_folder
 from streamwarden.warden.status import read_status
 

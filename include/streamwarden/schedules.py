@@ -13,7 +13,7 @@ from itertools import pairwise
 
 from croniter import croniter  # type: ignore[import-untyped]
 
-from streamwarden.settings import parse_duration
+from streamwarden.settings_loading import parse_duration
 
 CRON_PRESETS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *"}
 _CRON = re.compile(r"^\S+(\s+\S+){4}$")  # five fields

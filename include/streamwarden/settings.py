@@ -1,24 +1,22 @@
-"""The one typed settings object: environment (``STREAMWARDEN_*``) over an optional YAML file over defaults.
+"""The stream's settings: environment (``STREAMWARDEN_*``) over an optional YAML file over defaults.
 
-The environment names are a public contract used by compose files and operators. Invalid settings stop
-the program at start with one message naming the setting and the allowed values (:class:`SettingsError`);
-values that may hold secrets are never echoed (:mod:`streamwarden.secrets`). :func:`load_settings` also refuses
-unknown variables and config-file keys; the session handler is checked before Spark starts
+The environment names are a public contract used by compose files and operators (``docs/settings.md``, generated
+from the model's fields). Invalid settings stop the program at start with one message naming the setting and the
+allowed values (:class:`~streamwarden.settings_loading.SettingsError`); values that may hold secrets are never
+echoed (:mod:`streamwarden.secrets`). :func:`load_settings` also refuses unknown variables and config-file keys
+(:mod:`streamwarden.settings_loading`); the session handler is checked before Spark starts
 (:func:`streamwarden.stream.runner.check_before_spark`).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
-from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -28,63 +26,35 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from streamwarden.secrets import scrub
+from streamwarden.settings_loading import (
+    CONFIG_FILE_ENV,
+    ENV_PREFIX,
+    OTHER_VARIABLES,
+    SIBLING_ENV_PREFIXES,
+    Duration,
+    SettingsError,
+    describe_validation_error,
+    expanded_path,
+    folder_problem,
+    parse_string_map,
+    read_config_file,
+    unknown_names,
+    validate_topic_name,
+)
 from streamwarden.storage import StoreUri, azure_account, parse_output_root
 from streamwarden.wire import DEMO_SCHEMA, SchemaError, TableSchema
 
-ENV_PREFIX = "STREAMWARDEN_"
-CONFIG_FILE_ENV = "STREAMWARDEN_CONFIG_FILE"
 PARTITION_COLUMNS = ("topic", "date", "hour")
 MAX_SESSION_BUCKETS = 65536
 """The most session buckets a checkpoint may have (``session_buckets``)."""
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
-                 "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600,
-                 "d": 86400, "day": 86400, "days": 86400}
 _MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*|yarn|k8s://\S+)$")
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
-WARDEN_ENV_PREFIX = "STREAMWARDEN_WARDEN_"
-MAINTENANCE_ENV_PREFIX = "STREAMWARDEN_MAINTENANCE_"
-VALIDATION_ENV_PREFIX = "STREAMWARDEN_VALIDATION_"
-RESTART_ENV_PREFIX = "STREAMWARDEN_SESSION_RESTART_"
-SIBLING_ENV_PREFIXES = (WARDEN_ENV_PREFIX, MAINTENANCE_ENV_PREFIX, VALIDATION_ENV_PREFIX, RESTART_ENV_PREFIX)
-"""Prefixes of the settings of the DAGs beside the stream: each has its own model, checked by its own loader."""
-OTHER_VARIABLES = frozenset({CONFIG_FILE_ENV, "STREAMWARDEN_REPO", "STREAMWARDEN_CHAOS_KILL_AT",
-                             "STREAMWARDEN_CHAOS_RAISE_AT"})
-"""``STREAMWARDEN_*`` variables that are not settings: the config file, the checkout, test fault points."""
 SECRET_FIELDS = frozenset({"kafka_config", "spark_conf", "storage_options"})
 """Settings whose values may hold credentials: never echoed in an error, a repr or a log line."""
 SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 """The Spark setting a ``spark_conf`` may name over ``shuffle_partitions`` (see ``state_partitions``)."""
 MAX_PARTITIONS = 10_000
 """The most shuffle (and state) partitions: each is a state store and a task in every micro-batch."""
-SiblingSettings = TypeVar("SiblingSettings", bound=BaseSettings)
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-
-
-class SettingsError(ValueError):
-    """Invalid settings; the message names each bad setting by its environment variable."""
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from ``5``, ``"5"``, ``"500ms"``, ``"10 seconds"``, ``"2m"``, ``"7d"``."""
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise ValueError(f"expected a duration such as '10s', '500ms', '2m' or '7d', got {value!r}")
-        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
-    if seconds <= 0:
-        raise ValueError("must be greater than zero")
-    return seconds
-
-
-def validate_topic_name(name: str) -> str:
-    """A legal Kafka topic name, or ``ValueError`` saying why not."""
-    if not _TOPIC.match(name) or name in {".", ".."}:
-        raise ValueError(f"{name!r} is not a valid Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
-    return name
 
 
 class Settings(BaseSettings):
@@ -92,69 +62,96 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
-    home: Path = Field(Path(".streamwarden"), description="Base folder for the local defaults of the roots.")
-    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,...].")
+    home: Path = Field(Path(".streamwarden"), description="Base folder for the default roots below (output, "
+                                              "checkpoint, state, run).")
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,host:port...].")
     kafka_config: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False,
-        description="Extra librdkafka client settings (security.protocol, sasl.*, ssl.*), JSON in the env.",
+        description="Extra librdkafka settings of every client (security.protocol, sasl.*, ssl.*), JSON; passed "
+        "through unchanged (trusted operator configuration) and never echoed.",
     )
     topic_pattern: str = Field("sites-.*", min_length=1, description="Regex of the topics to read (full match).")
-    control_topic: str = Field("streamwarden-control", description="Topic of the commands to the collection points "
-                               "(restart_session); must not match the topic pattern.")
+    control_topic: str = Field("streamwarden-control", description="Topic of the commands to the collection sites "
+                                                       "(restart_session); the topic pattern must not match it.")
     output_root: Path | str | None = Field(
-        None, description="Where the Delta tables land (default <home>/output): a local path, or an object-store "
-        "URI (s3://, s3a://, gs://, az://, abfss://), kept as its normalized text (see output_location).")
-    checkpoint_root: Path | None = Field(None, description="Spark checkpoints and the lease (<home>/checkpoint).")
-    state_root: Path | None = Field(None, description="Local state-store scratch space (<home>/state).")
+        None, description="Where the Delta tables land (unset: <home>/output): a path every Spark node sees, or an "
+              "object-store URI (s3://, s3a://, gs://, az://, abfss://; README, 'Output on an object store').")
+    checkpoint_root: Path | None = Field(None, description="Spark checkpoints and the lease (unset: "
+                                               "<home>/checkpoint).")
+    state_root: Path | None = Field(None, description="Local state-store scratch space (unset: <home>/state).")
     run_root: Path | None = Field(
-        None, description="Heartbeat, stop marker, failure documents, logs (<home>/run)."
+        None, description="Heartbeat, stop marker, failure documents, alerts, logs (unset: <home>/run)."
     )
-    trigger_interval: float = Field(
-        3.0, description="Micro-batch trigger interval, e.g. '3s', '500ms'. At half its top rate the stream's p95 "
-        "latency is about 1.45 x this plus the fixed cost of a batch (docs/tuning.md).")
+    trigger_interval: Duration = Field(
+        3.0, description="Micro-batch trigger interval (3s, 500ms, 2m). At half its top rate the stream's p95 "
+             "latency is about 1.45 x this plus the fixed cost of a batch (docs/tuning.md).")
     max_offsets_per_trigger: int | None = Field(
-        None, gt=0, description="Cap on records per micro-batch, spread fairly over partitions."
+        None, gt=0, description="Cap on records per micro-batch, spread fairly over partitions (unset: unlimited)."
     )
-    integrity_tier: Literal["none", "fuzzy", "strict"] = Field("strict", description="How hard to check input.")
-    spark_master: str = Field("local[*]", description="local[N], spark://host:port, yarn or k8s://...")
+    integrity_tier: Literal["none", "fuzzy", "strict"] = Field("strict", description="How hard to check input: none "
+                                                                         "applies what arrives; fuzzy quarantines an "
+                                                                         "event later than its session's latest "
+                                                                         "event time minus the lateness "
+                                                                         "(LATE_EVENT); strict checks every sequence "
+                                                                         "number (see on_gap; docs/sessions.md).")
+    spark_master: str = Field("local[*]", description="local[N], local[*], spark://host:port, yarn or k8s://...")
     starting_offsets: str = Field(
-        "earliest", description="earliest | latest | JSON {topic: {partition: offset}} (new checkpoints only)."
+        "earliest", description="earliest, latest, or JSON {topic: {partition: offset}} (new checkpoints only)."
     )
-    fail_on_data_loss: bool = Field(True, description="Fail with DATA_LOSS when offsets expired.")
+    fail_on_data_loss: bool = Field(True, description="Fail with DATA_LOSS when offsets the checkpoint expects have "
+                                          "expired from the broker.")
     source_impl: Literal["python", "jvm"] = Field(
         "python", description="python: the bundled Python data source; jvm: Spark's spark-sql-kafka connector."
     )
     high_watermark_source: Literal["fetch", "list_offsets"] = Field(
         "fetch",
-        description="fetch: read the high watermark from a fetch response (right on every broker); "
-        "list_offsets: trust ListOffsets(latest) (cheaper, Apache Kafka only).",
+        description="fetch: read the high watermark from a fetch response (right on every broker); list_offsets: "
+        "trust ListOffsets(latest) (cheaper, Apache Kafka only).",
     )
-    output_compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
+    output_compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = Field("zstd", description="Parquet "
+                                                                                         "compression of the output "
+                                                                                         "tables' files.")
     output_partition_by: Annotated[tuple[str, ...], NoDecode] = Field(
         PARTITION_COLUMNS, description="Folder partitioning of the output: any of topic, date, hour."
     )
-    query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    query_name: str = Field("streamwarden", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="Name of the query; also "
+                                                                              "names its checkpoint and lease (1-64 "
+                                                                              "of A-Z a-z 0-9 _ -).")
     shuffle_partitions: int | None = Field(
-        None, gt=0, le=MAX_PARTITIONS, description="Spark's shuffle and state partitions of a new checkpoint (unset: "
-        "one per core of a local[N] master, 8 on a cluster); a checkpoint keeps the number it started with.")
+        None, gt=0, le=MAX_PARTITIONS, description="Spark's shuffle partitions, which a new checkpoint pins as its "
+                                       "state's (unset: one per core of a local[N] master, so each batch runs its "
+                                       "stateful tasks in one wave; 8 on a cluster; spark.sql.shuffle.partitions in "
+                                       "the Spark conf, when given, wins, as it does in Spark); an existing "
+                                       "checkpoint keeps the number it started with.")
     storage_options: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False,
-        description="Options of the output tables' object store, passed to delta-rs (JSON in the env).")
+        description="Options of the output tables' object store for the driver (delta-rs and pyarrow), JSON; never "
+        "echoed.")
     spark_conf: Annotated[dict[str, str], NoDecode] = Field(
-        default_factory=dict, repr=False, description="Extra Spark conf (JSON in the env).")
-    read_timeout: float = Field(120.0, description="Max seconds a reader waits for a planned offset.")
-    watermark_timeout: float = Field(
-        4.0, gt=0, description="Seconds a trigger waits for the broker's watermarks; partitions whose fetch did not "
-        "answer are planned up to ListOffsets' end (a lower bound on Tansu) and asked again at the next trigger.")
-    broker_timeout: float = Field(
-        300.0, gt=0, description="Seconds the broker may leave the stream's queries unanswered (each trigger plans "
-        "nothing new meanwhile) before the stream fails with ENVIRONMENT.")
+        default_factory=dict, repr=False, description="Extra Spark configuration, JSON. spark.driver.memory (default "
+                                          "640m, the heap of the driver, which on a local[N] master does the work) "
+                                          "reaches spark-submit as SPARK_DRIVER_MEMORY (a Spark connection's "
+                                          "--driver-memory wins). The driver's JVM runs its quick compiler only and "
+                                          "the serial collector, its heap committed whole and touched at start "
+                                          "(-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+AlwaysPreTouch -Xms<driver "
+                                          "memory> in SPARK_SUBMIT_OPTS; docs/tuning.md): an operator's own "
+                                          "SPARK_SUBMIT_OPTS replaces them, and spark.driver.extraJavaOptions may "
+                                          "add flags but not another collector (the JVM refuses two). Never echoed.")
+    read_timeout: Duration = Field(120.0, description="Longest a reader waits for a planned offset.")
+    watermark_timeout: Duration = Field(
+        4.0, gt=0, description="Longest a trigger waits for the broker's watermarks; an unanswered partition is "
+                   "planned up to ListOffsets' end (a lower bound) and asked again at the next trigger.")
+    broker_timeout: Duration = Field(
+        300.0, gt=0, description="How long the broker may leave the stream's queries unanswered (each trigger plans "
+                     "nothing new meanwhile) before the stream fails with ENVIRONMENT.")
     max_read_tasks: int | None = Field(
-        None, ge=0, description="At most this many Spark tasks read Kafka per micro-batch (0: one per "
-        "topic-partition; unset: the cores of a local[N] master, 8 on a cluster)."
+        None, ge=0, description="At most this many Spark tasks read Kafka per batch, topic-partitions packed by "
+                    "records (0: one per topic-partition; unset: one per core of a local[N] master, 8 on a cluster: "
+                    "each task pays a consumer's start and first fetch)."
     )
     pipeline: Literal["sessions", "records"] = Field(
-        "sessions", description="sessions: rebuild snapshot/update sessions; records: land raw Kafka records."
+        "sessions", description="sessions: rebuild snapshot/update sessions (tables session_rows and quarantine); "
+                    "records: land the raw Kafka records (table records)."
     )
     table_schema: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=lambda: {k: str(v) for k, v in DEMO_SCHEMA.to_dict().items()},
@@ -163,37 +160,43 @@ class Settings(BaseSettings):
     session_handler: str = Field(
         "streamwarden.stream.sessions.table_handler:TableReconstruction",
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
-        description="package.module:Class of the session handler.",
+        description="package.module:Class of the session handler: code the stream imports and runs on the driver and "
+        "every executor (docs/sessions.md).",
     )
     on_gap: Literal["fail", "resync"] = Field(
-        "fail", description="strict tier: fail the job, or quarantine the session until its next snapshot."
+        "fail", description="strict tier: fail the job, or resync (quarantine the session until its next snapshot)."
     )
     malformed_policy: Literal["quarantine", "fail"] = Field(
-        "quarantine", description="Undecodable records: dead-letter them, or fail with MALFORMED."
+        "quarantine", description="Undecodable records: quarantine them, or fail with MALFORMED."
     )
-    lateness: float = Field(300.0, description="fuzzy tier: how far behind its session's event time an event may be.")
-    session_timeout: float = Field(3600.0, description="Release the state of a session silent this long.")
-    max_message_bytes: int = Field(1024 * 1024, gt=0, description="Larger values are dead letters (oversized).")
+    lateness: Duration = Field(
+        300.0, description="fuzzy tier: how far behind its session's event time an event may arrive.")
+    session_timeout: Duration = Field(3600.0, description="The state of a session silent this long is released "
+                                              "(RocksDB TTL, and per session within a slot).")
+    max_message_bytes: int = Field(1024 * 1024, gt=0, description="Larger values go to quarantine as OVERSIZED.")
     session_buckets: int | None = Field(
         None, gt=0, le=MAX_SESSION_BUCKETS,
-        description="Sessions are hashed into this many groups per micro-batch, the stateful function's calls, in a "
-        "new checkpoint (unset: 8 per state partition); a checkpoint keeps the number it started with.",
+        description="A new checkpoint hashes sessions into this many groups, one stateful call per group and batch "
+        "(unset: 8 per state partition, 16 on 2 cores, 64 on a cluster); a checkpoint keeps the number it started "
+        "with when this is unset, and refuses another one when it is set.",
     )
     session_slots: int = Field(
         64, ge=0, le=65536,
-        description="State entries per session bucket of a new checkpoint: its sessions are hashed into them and "
-        "a batch reads and writes whole entries (0: one entry per session, the layout of checkpoints written "
-        "before slots); a checkpoint keeps the layout it started with.",
+        description="A new checkpoint keeps each group's sessions in this many state entries, a batch reading and "
+        "writing the touched ones whole (0: one entry per session, the layout of checkpoints from before slots); a "
+        "checkpoint keeps the layout it started with (docs/sessions.md).",
     )
     log_max_bytes: int = Field(
         50 * 1024 * 1024, ge=1024,
-        description="A log file under <run_root>/logs is rolled over when it reaches this many bytes.")
+        description="A log under <run_root>/logs rolls over at this size (bytes, at least 1024).")
     log_backups: int = Field(
-        5, ge=1, le=1000, description="Rolled-over files kept per log, and stream launch logs kept.")
-    log_max_age: float = Field(
-        7 * 86400.0, description="Rolled-over and launch logs older than this are deleted, e.g. '7d', '12h'.")
+        5, ge=1, le=1000, description="Rolled-over files kept per log; also the earlier launch logs kept (1-1000).")
+    log_max_age: Duration = Field(
+        7 * 86400.0, description="Rolled-over files and launch logs last written longer ago than this are deleted "
+                     "(12h, 7d).")
     log_py4j: bool = Field(
-        False, description="Keep py4j's INFO lines (one per call between Python and the JVM) in the job's log.")
+        False, description="Keep py4j's INFO lines (one per call between the job's Python and its JVM) in the job's "
+               "log.")
 
     @classmethod
     def settings_customise_sources(
@@ -256,12 +259,6 @@ class Settings(BaseSettings):
             return value  # a Path, None, or empty (refused by _path)
         parsed = parse_output_root(value)
         return str(parsed) if isinstance(parsed, StoreUri) else parsed
-
-    @field_validator("trigger_interval", "read_timeout", "watermark_timeout", "broker_timeout", "lateness",
-                     "session_timeout", "log_max_age", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
 
     @field_validator("topic_pattern")
     @classmethod
@@ -368,13 +365,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _roots(self) -> Settings:
-        home = _expanded(self.home, "home").absolute()
+        home = expanded_path(self.home, "home").absolute()
         folders = ["home"]
         for name in ("output_root", "checkpoint_root", "state_root", "run_root"):
             value = getattr(self, name)
             if isinstance(value, str):  # an object-store URI, normalized by _output_root
                 continue
-            resolved = (home / name.removesuffix("_root")) if value is None else _expanded(Path(value), name)
+            resolved = (home / name.removesuffix("_root")) if value is None else expanded_path(Path(value), name)
             object.__setattr__(self, name, resolved.absolute())
             folders.append(name)
         object.__setattr__(self, "home", home)
@@ -448,15 +445,6 @@ class Settings(BaseSettings):
         return env
 
 
-def _expanded(path: Path, name: str) -> Path:
-    """``path`` with a leading ``~`` or ``~user`` expanded, or a ValueError naming the setting."""
-    try:
-        return path.expanduser()
-    except RuntimeError as exc:  # ~user of a user this machine does not have
-        raise ValueError(f"invalid setting {ENV_PREFIX}{name.upper()}={str(path)!r}: {path.parts[0]} names no "
-                         "user whose home folder this machine knows; give an absolute path") from exc
-
-
 def load_settings(**overrides: Any) -> Settings:
     """Build settings from the environment (and YAML), raising :class:`SettingsError` on invalid input.
 
@@ -474,124 +462,6 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise SettingsError(describe_validation_error(exc)) from None
+        raise SettingsError(describe_validation_error(exc, secrets=SECRET_FIELDS)) from None
 
 
-def load_sibling_settings(model: type[SiblingSettings], prefix: str, **overrides: Any) -> SiblingSettings:
-    """Settings of a DAG beside the stream from ``<prefix>*`` variables (the warden's, maintenance's).
-
-    A variable under ``prefix`` that names no field, and an invalid value, raise :class:`SettingsError`
-    naming the variable.
-    """
-    known = {f"{prefix}{name.upper()}" for name in model.model_fields}
-    problems = unknown_names([n for n in os.environ if n.startswith(prefix)], known, "environment variable")
-    if problems:
-        raise SettingsError("\n".join(problems))
-    try:
-        return model(**overrides)
-    except ValidationError as exc:
-        raise SettingsError(describe_validation_error(exc, prefix)) from None
-
-
-MOVED_NAMES = {"STREAMWARDEN_EXPECTATIONS": "STREAMWARDEN_VALIDATION_EXPECTATIONS"}
-"""Names a reader may expect (the issue tracker's, older docs') and the setting that holds the value."""
-
-
-def unknown_names(given: list[str], known: set[str] | frozenset[str], what: str) -> list[str]:
-    """One line for each name in ``given`` that is not ``known``, with the setting it means or the closest
-    known name if any."""
-    lines = []
-    for name in sorted(set(given) - set(known)):
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-        hint = (f"; the setting is {MOVED_NAMES[name]}" if name in MOVED_NAMES else
-                f"; did you mean {close[0]}?" if close else "")
-        lines.append(f"unknown {what} {name}{hint}")
-    return lines
-
-
-def read_config_file(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The mapping in ``STREAMWARDEN_CONFIG_FILE`` (empty when unset); a missing, unreadable or malformed
-    file, or one that is not a mapping of setting names, is a :class:`SettingsError` naming it."""
-    path = (os.environ if environ is None else environ).get(CONFIG_FILE_ENV)
-    if not path:
-        return {}
-    where = f"{CONFIG_FILE_ENV}={path!r}"
-    try:
-        document = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise SettingsError(f"{where}: cannot read the config file ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise SettingsError(f"{where}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict) or not all(isinstance(k, str) for k in document):
-        raise SettingsError(f"{where}: must be a mapping of setting names to values, got "
-                            f"{type(document).__name__}")
-    return document
-
-
-class _JsonObject(list[tuple[str, Any]]):
-    """A JSON object as its key/value pairs in order, so a key given twice can be refused."""
-
-
-def parse_string_map(value: Any) -> dict[str, str]:
-    """A ``{str: str}`` from a mapping or its JSON text; scalar values become strings, a key given twice
-    or a nested value is refused."""
-    if isinstance(value, str):
-        try:
-            pairs = json.loads(value, object_pairs_hook=_JsonObject)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-                             'expected an object such as {"key": "value"}') from None
-        if not isinstance(pairs, _JsonObject):
-            raise ValueError('expected a JSON object such as {"key": "value"}')
-    elif isinstance(value, Mapping):
-        pairs = list(value.items())
-    else:
-        raise ValueError(f"expected a mapping of names to values, got {type(value).__name__}")
-    result: dict[str, str] = {}
-    for key, item in pairs:
-        if key in result:
-            raise ValueError(f"key {key!r} is given twice")
-        if not isinstance(item, str | int | float):
-            kind = "an object" if isinstance(item, _JsonObject | Mapping) else type(item).__name__
-            raise ValueError(f"key {key!r}: expected a string or number, got {kind}")
-        result[str(key)] = str(item).lower() if isinstance(item, bool) else str(item)
-    return result
-
-
-def folder_problem(path: Path) -> str | None:
-    """Why ``path`` cannot serve as a folder of ours (None when it can): the filesystem root, a file, or
-    under something that is not a writable folder."""
-    if path == Path(path.anchor):
-        return "must not be the filesystem root"
-    if path.exists():
-        return None if path.is_dir() else "exists and is not a folder"
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"cannot be created: {parent} is not a folder"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot be created: {parent} is not writable"
-    return None
-
-
-def describe_validation_error(exc: ValidationError, prefix: str = ENV_PREFIX) -> str:
-    """One line per bad setting, named as the user sets it (the environment variable under ``prefix``).
-
-    The given value is shown, except for settings that may hold credentials; every line is scrubbed.
-    """
-    lines = []
-    for error in exc.errors():
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if not error["loc"]:  # a check across settings: its message names them
-            lines.append(scrub(message))
-            continue
-        name = str(error["loc"][0])
-        given = error.get("input")
-        shown = "" if isinstance(given, dict) or name in SECRET_FIELDS else f"={given!r}"
-        lines.append(scrub(f"invalid setting {prefix}{name.upper()}{shown}: {message}"))
-    return "\n".join(lines)

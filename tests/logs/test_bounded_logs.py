@@ -20,7 +20,8 @@ from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.python_logging import configure_job_logging
 from streamwarden.logs.rolling import roll_if_full
 from streamwarden.logs.usage import measure_logs
-from streamwarden.settings import Settings, SettingsError, load_settings
+from streamwarden.settings import Settings, load_settings
+from streamwarden.settings_loading import SettingsError
 from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 from streamwarden.warden.status import read_status
 from streamwarden.warden.stop import stop_stream

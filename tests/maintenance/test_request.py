@@ -10,7 +10,7 @@ from small_tables import settings_for
 from streamwarden.failures import ConfigError
 from streamwarden.maintenance.request import request_from_params
 from streamwarden.maintenance.settings import MiB, load_maintenance_settings
-from streamwarden.settings import SettingsError
+from streamwarden.settings_loading import SettingsError
 
 
 def test_defaults_come_from_the_settings(tmp_path: Path) -> None:

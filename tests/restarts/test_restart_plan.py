@@ -21,7 +21,8 @@ from streamwarden.restarts.report import RestartReport, previous_restarts
 from streamwarden.restarts.request import SCHEDULED_REASON, request_from_params
 from streamwarden.restarts.sessions import find_answers, measure_losses, measure_sites
 from streamwarden.restarts.settings import load_restart_settings
-from streamwarden.settings import SettingsError, load_settings
+from streamwarden.settings import load_settings
+from streamwarden.settings_loading import SettingsError
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 TS = pa.timestamp("us", tz="UTC")

@@ -378,7 +378,7 @@ def test_a_missing_file_or_a_column_the_table_lacks_fails_the_run_as_config(sett
 
 
 def test_the_settings_are_checked_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streamwarden.settings import SettingsError
+    from streamwarden.settings_loading import SettingsError
 
     monkeypatch.setenv("STREAMWARDEN_VALIDATION_RANGES", '{"price": [10, 1], "qty": [0, 5]}')
     with pytest.raises(SettingsError, match=r"STREAMWARDEN_VALIDATION_RANGES=.*price: min 10\.0 is above max 1\.0"):

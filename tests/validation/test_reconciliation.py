@@ -26,7 +26,8 @@ from stream_output import (
     table_root,
     write_checkpoint,
 )
-from streamwarden.settings import Settings, SettingsError, load_settings
+from streamwarden.settings import Settings, load_settings
+from streamwarden.settings_loading import SettingsError
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import Finding, FindingClass

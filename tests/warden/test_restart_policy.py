@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from streamwarden.settings import SettingsError, load_settings
+from streamwarden.settings import load_settings
+from streamwarden.settings_loading import SettingsError
 from streamwarden.warden.restart_policy import RestartHistory, load_history, save_history
 from streamwarden.warden.settings import load_warden_settings
 

@@ -32,7 +32,8 @@ from confluent_kafka import KafkaError, Message, Producer
 from streamwarden.control.channel import CommandReader
 from streamwarden.control.commands import RestartSession
 from streamwarden.kafka.admin import create_topics
-from streamwarden.settings import Settings, validate_topic_name
+from streamwarden.settings import Settings
+from streamwarden.settings_loading import validate_topic_name
 from streamwarden.wire import (
     DEMO_SCHEMA,
     ColumnType,

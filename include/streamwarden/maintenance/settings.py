@@ -1,21 +1,17 @@
 """Settings of table maintenance (the ``maintain_tables`` DAG), from ``STREAMWARDEN_MAINTENANCE_*``.
 
 Kept apart from :mod:`streamwarden.settings` (what the stream needs): only maintenance reads these.
-Invalid values raise :class:`~streamwarden.settings.SettingsError` naming the environment variable.
+Invalid values raise :class:`~streamwarden.settings_loading.SettingsError` naming the environment variable.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streamwarden.settings import (
-    MAINTENANCE_ENV_PREFIX,
-    load_sibling_settings,
-    parse_duration,
-)
+from streamwarden.settings_loading import MAINTENANCE_ENV_PREFIX, Duration, load_sibling_settings
 
 MiB = 2**20
 HOUR = 3600.0
@@ -31,20 +27,18 @@ class MaintenanceSettings(BaseSettings):
     schedule: str = Field("@hourly", min_length=1, description="When maintain_tables runs: a cron expression "
                           "or a preset such as @hourly; 'none' for manual runs only.")
     target_file_size: int = Field(128 * MiB, ge=MiB, description="Bytes a compacted file aims at.")
-    small_file_ratio: float = Field(0.75, gt=0, le=1, description="A file is small below this fraction of the "
-                                    "target size.")
+    small_file_ratio: float = Field(0.75, gt=0, le=1, description="A file is small below this fraction of the target "
+                                                      "size (planning; delta-rs then rewrites every file of a chosen "
+                                                      "partition below the target).")
     min_files: int = Field(5, ge=2, description="A partition is compacted when it has at least this many small "
                            "files.")
-    retention: float = Field(7 * 24 * HOUR, description="Vacuum deletes files no table version of the last "
-                             "this long references (and files no version ever referenced, older than this).")
-    recovery_window: float = Field(24 * HOUR, description="How far back recover_stream may roll a table; "
-                                   "retention must not be shorter.")
-    force_short_retention: bool = Field(False, description="Allow a retention under one hour (tests, drills).")
-
-    @field_validator("retention", "recovery_window", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
+    retention: Duration = Field(7 * 24 * HOUR, description="Vacuum deletes files no table version of the last this "
+                                               "long references (and files no version ever referenced, older than "
+                                               "this); rounded up to whole hours.")
+    recovery_window: Duration = Field(24 * HOUR, description="How far back recover_stream may roll a table; "
+                                      "retention must not be shorter.")
+    force_short_retention: bool = Field(False, description="Allow a retention under one hour (drills, with the "
+                                               "stream stopped).")
 
     @model_validator(mode="after")
     def _retention(self) -> MaintenanceSettings:

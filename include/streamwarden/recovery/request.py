@@ -24,7 +24,8 @@ from typing import Any
 
 from streamwarden.failures import ConfigError
 from streamwarden.params import as_of_param, dry_and_reason
-from streamwarden.settings import Settings, validate_topic_name
+from streamwarden.settings import Settings
+from streamwarden.settings_loading import validate_topic_name
 from streamwarden.tables.location import pipeline_tables
 
 OffsetTarget = dict[str, dict[int, int]]

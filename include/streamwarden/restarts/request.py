@@ -14,7 +14,8 @@ from typing import Any
 from streamwarden.control.commands import MAX_REASON
 from streamwarden.failures import ConfigError
 from streamwarden.restarts.settings import RestartSettings
-from streamwarden.settings import Settings, parse_duration, validate_topic_name
+from streamwarden.settings import Settings
+from streamwarden.settings_loading import parse_duration, validate_topic_name
 
 SCHEDULED_REASON = "scheduled restart (STREAMWARDEN_SESSION_RESTART_SCHEDULE)"
 

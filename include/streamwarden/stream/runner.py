@@ -30,7 +30,8 @@ from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
 from streamwarden.secrets import scrub
-from streamwarden.settings import ENV_PREFIX, Settings, SettingsError, load_settings
+from streamwarden.settings import Settings, load_settings
+from streamwarden.settings_loading import ENV_PREFIX, SettingsError
 from streamwarden.stream.sessions.handler import check_pinned, load_checked_handler
 from streamwarden.wire import TableSchema
 

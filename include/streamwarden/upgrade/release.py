@@ -34,7 +34,8 @@ import yaml
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import ConfigError
-from streamwarden.settings import Settings, SettingsError, load_settings, unknown_names
+from streamwarden.settings import Settings, load_settings
+from streamwarden.settings_loading import SettingsError, unknown_names
 
 RELEASES_FOLDER = "releases"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

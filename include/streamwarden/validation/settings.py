@@ -1,7 +1,7 @@
 """Settings of output validation (the ``validate_output`` DAG), from ``STREAMWARDEN_VALIDATION_*``.
 
 Kept apart from :mod:`streamwarden.settings` (what the stream needs): only validation reads these.
-Invalid values raise :class:`~streamwarden.settings.SettingsError` naming the environment variable.
+Invalid values raise :class:`~streamwarden.settings_loading.SettingsError` naming the environment variable.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from streamwarden.schedules import check_schedule
-from streamwarden.settings import VALIDATION_ENV_PREFIX, load_sibling_settings, parse_duration
+from streamwarden.settings_loading import VALIDATION_ENV_PREFIX, Duration, DurationOrOff, load_sibling_settings
 
 _RANGE_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")  # column, or table.column
 Bound = float | str | None
@@ -35,21 +35,24 @@ class ValidationSettings(BaseSettings):
     row_key: str = Field("row_id", pattern=r"^[A-Za-z_][A-Za-z0-9_]*(,[A-Za-z_][A-Za-z0-9_]*)*$",
                          description="Columns that, with the offset, identify a row of session_rows (comma-"
                          "separated); a table without them is keyed by all its columns.")
-    kafka: bool = Field(True, description="Reconcile with the broker too: log start and end, expired offsets, lag.")
-    broker_timeout: float = Field(10.0, gt=0, description="Longest wait for one broker look-up.")
-    stale_after: float = Field(900.0, gt=0, description="Unread data in Kafka and no table commit for this long "
-                               "is STALE.")
+    kafka: bool = Field(True, description="Reconcile with the broker too (checks 3 and 4): log start and end, "
+                              "expired offsets, lag.")
+    broker_timeout: Duration = Field(10.0, gt=0, description="Longest wait for one broker look-up.")
+    stale_after: Duration = Field(900.0, gt=0, description="Unread data in Kafka and no table commit for this long "
+                                  "is STALE.")
     audit_hours: int = Field(24, ge=0, le=24 * 31, description="Hours (the newest) of the per-hour audit against "
-                             "Kafka; 0 turns it off.")
+                                                   "Kafka (check 4); 0 turns it off.")
     max_ranges: int = Field(10, ge=1, le=1000, description="Offset ranges named as evidence per finding.")
     expectations: Path | None = Field(None, description="A file of your own data expectations (JSON, or YAML): a "
-                                      "list of {table, expectation, kwargs} added to the built-in suite.")
+                                            "list of {table, expectation, kwargs} added to the built-in suite "
+                                            "(docs/validation.md).")
     ranges: Annotated[dict[str, tuple[Bound, Bound]], NoDecode] = Field(
-        default_factory=dict, description='Allowed ranges of columns, JSON {"column": [min, max]} (or '
-        '"table.column"; null for an open end; ISO 8601 times for timestamp columns).')
-    freshness: float = Field(3600.0, ge=0, description="The newest row of each topic-partition (its event time in "
-                             "session_rows, its Kafka timestamp in quarantine and records) at most this old, or STALE "
-                             "(none: not checked).")
+        default_factory=dict, description="Allowed ranges of columns, JSON {\"column\": [min, max]} or "
+                              "{\"table.column\": [min, max]}; null for an open end; ISO 8601 times for timestamp "
+                              "columns (UTC when no zone is given).")
+    freshness: DurationOrOff = Field(
+        3600.0, ge=0, description="The newest row of each topic-partition (its event time in session_rows, its "
+        "Kafka timestamp in quarantine and records) at most this old, or STALE (none: not checked).")
     content_mib: int = Field(0, ge=0, description="MiB of data files each run hashes against the digests "
                              "recorded at their commits (check 6), each table from where the previous run stopped, "
                              "so every file is checked once every (table size / this) runs; 0: every file, every "
@@ -65,18 +68,6 @@ class ValidationSettings(BaseSettings):
     @classmethod
     def _schedule(cls, value: str) -> str:
         return check_schedule(value)
-
-    @field_validator("broker_timeout", "stale_after", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
-
-    @field_validator("freshness", mode="before")
-    @classmethod
-    def _freshness(cls, value: Any) -> float:
-        if value in (0, "0") or str(value).strip().lower() in ("none", "off", "false"):
-            return 0.0
-        return parse_duration(value)
 
     @field_validator("expectations", mode="before")
     @classmethod

@@ -30,7 +30,8 @@ from streamwarden.logs.pruning import prune_logs
 from streamwarden.process_setup import launch_env
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
-from streamwarden.settings import ENV_PREFIX, Settings
+from streamwarden.settings import Settings
+from streamwarden.settings_loading import ENV_PREFIX
 
 REPO_ENV = "STREAMWARDEN_REPO"
 CommandBuilder = Callable[[Settings, Path], list[str]]
