@@ -116,7 +116,7 @@ class StreamProcess:
 
     def stop(self, timeout: float = 120) -> int:
         """Graceful stop through the marker; returns the exit code."""
-        self.settings.stop_marker_path.touch()
+        self.settings.run_paths.stop_marker.touch()
         return self.wait_exit(timeout)
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str,
@@ -140,7 +140,7 @@ class StreamProcess:
         fetches it can crash the Kafka client (librdkafka on Tansu's answer for a topic id it no longer knows)."""
         if self.process is None or self.process.poll() != EXIT_CODES[FailureClass.ENVIRONMENT]:
             return False
-        failure = read_failure(self.settings.failure_path)
+        failure = read_failure(self.settings.run_paths.failure)
         if failure is None or not failure.message.startswith("the Kafka source's Python process died"):
             return False
         self.wait_exit(30)
@@ -159,7 +159,7 @@ class StreamProcess:
 
     def query_started(self) -> bool:
         """The current process has started its query (its heartbeat says so)."""
-        beat = read_heartbeat(self.settings.heartbeat_path)
+        beat = read_heartbeat(self.settings.run_paths.heartbeat)
         return self.process is not None and beat is not None and beat.pid == self.process.pid
 
     def committed(self) -> dict[str, dict[str, int]]:

@@ -27,7 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.settings_loading", "streamwarden.failures",
           "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage",
-          "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts")
+          "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts",
+          "streamwarden.paths")
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,10 @@ RULES = (
 
 
 FLOORS = (
-    ("streamwarden.settings", "streamwarden.settings_loading", "streamwarden.failures", "streamwarden.wire",
-     "streamwarden.atomic",
-     "streamwarden.processes", "streamwarden.storage", "streamwarden.schedules", "streamwarden.params",
-     "streamwarden.process_setup", "streamwarden.durations", "streamwarden.secrets", "streamwarden.approvals",
-     "streamwarden.alerts"),
+    ("streamwarden.settings", "streamwarden.settings_loading", "streamwarden.paths", "streamwarden.failures",
+     "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage",
+     "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.durations",
+     "streamwarden.secrets", "streamwarden.approvals", "streamwarden.alerts"),
     ("streamwarden.tables", "streamwarden.kafka", "streamwarden.runfiles", "streamwarden.logs",
      "streamwarden.testing"),
     ("streamwarden.stream", "streamwarden.warden", "streamwarden.control"),

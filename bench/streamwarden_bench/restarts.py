@@ -330,7 +330,7 @@ class RestartBench:
         self.trigger_s = self.settings.trigger_interval
         self.jitter_s = spec.jitter if spec.jitter is not None else default_jitter(spec.sites, self.trigger_s)
         self.job = StreamJob(self.settings)
-        self.beats = HeartbeatLog(self.settings.heartbeat_path)
+        self.beats = HeartbeatLog(self.settings.run_paths.heartbeat)
         self.stop_producer = threading.Event()
         self.reports: list[ProducerReport] = []
         self.failures: list[BaseException] = []
@@ -448,7 +448,7 @@ class RestartBench:
         The answers are read once more from the whole table and mapped to the batch commits that made them
         visible; ``baseline`` is when the steady phase began and the load average then.
         """
-        logged = read_batch_logs(log_files(self.job.settings.root("run") / "logs", PYTHON_LOG))
+        logged = read_batch_logs(log_files(self.job.settings.run_paths.logs, PYTHON_LOG))
         batches = [Batch.of(b, logged) for b in self.progress()]
         ids = [b.batch_id for b in batches]
         missed = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids)) if ids else []

@@ -79,7 +79,7 @@ class StreamJob:
     launches: list[Path] = field(default_factory=list)
 
     def start(self) -> StreamJob:
-        log = self.settings.root("run") / "logs" / f"stream-{len(self.launches)}.log"
+        log = self.settings.run_paths.logs / f"stream-{len(self.launches)}.log"
         self.launches.append(log)
         self.launched_at = time.time()
         start_stream_detached(self.settings, log)
@@ -130,7 +130,7 @@ class StreamJob:
         launched)."""
         if not self.pgid:
             return
-        self.settings.stop_marker_path.touch()
+        self.settings.run_paths.stop_marker.touch()
         with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
             psutil.Process(self.pgid).wait(timeout)
         self.kill9()
@@ -207,7 +207,7 @@ def run_throughput(workload: Workload, home: Path, max_offsets: int, trigger: st
                    timeout: float) -> tuple[StreamJob, dict[str, Any]]:
     """Cold start on the whole backlog until every offset is committed; the job keeps running."""
     job = StreamJob(stream_settings(workload, home, max_offsets, trigger))
-    with HeartbeatLog(job.settings.heartbeat_path) as beats, PeakRss(job.processes) as rss:
+    with HeartbeatLog(job.settings.run_paths.heartbeat) as beats, PeakRss(job.processes) as rss:
         job.start()
         try:
             job.wait_until(lambda: job.caught_up(workload.ends), timeout, "catch-up on the backlog")
@@ -220,7 +220,7 @@ def run_throughput(workload: Workload, home: Path, max_offsets: int, trigger: st
     commits = job.commits()
     result = throughput(beats.data_batches(), commits)
     result.update(cold_start_s=round(commits[0].committed_at - job.launched_at, 2), peak_rss_mib=rss.peak_mib,
-                  peak_pss_mib=rss.peak_pss_mib, delta_commit_ms=commit_times(job.settings.root("run") / "logs"))
+                  peak_pss_mib=rss.peak_pss_mib, delta_commit_ms=commit_times(job.settings.run_paths.logs))
     return job, result
 
 
@@ -301,7 +301,7 @@ def run_fixed_cost(job: StreamJob, workload: Workload, rate: float, seconds: flo
     Returns the figures, the new log ends and the expected tables of the new sessions."""
     settings = workload.settings()
     options = workload.spec.options(rate=rate, duration=seconds, max_messages=0, seed=workload.spec.seed + 2)
-    with HeartbeatLog(job.settings.heartbeat_path) as beats:
+    with HeartbeatLog(job.settings.run_paths.heartbeat) as beats:
         report = produce(settings, options)
         ends = log_ends(workload.bootstrap, workload.spec.pattern)
         job.wait_until(lambda: job.caught_up(ends), timeout, "catch-up on the trickle")

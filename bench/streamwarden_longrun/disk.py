@@ -38,8 +38,8 @@ class DiskAreas:
         self.checkpoint = settings.root("checkpoint")
         self.state = settings.root("state")
         self.run = settings.root("run")
-        self.airflow = settings.home / "airflow"
-        self.archive = settings.home / "archive"
+        self.airflow = settings.home_paths.airflow
+        self.archive = settings.home_paths.archive
         roots = [self.output, self.checkpoint, self.state, self.run]
         self.walked = [self.home, *(root for root in roots if not root.is_relative_to(self.home))]
 

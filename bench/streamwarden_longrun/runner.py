@@ -31,7 +31,6 @@ from streamwarden.local.broker_memory import default_limit
 from streamwarden.secrets import scrub
 from streamwarden.settings import Settings, load_settings
 from streamwarden.settings_loading import ENV_PREFIX
-from streamwarden.validation.report import validation_folder
 from streamwarden.warden.status import read_status
 
 from .census import Census, TaskProcess
@@ -99,7 +98,7 @@ class LongRun:
         self.areas = DiskAreas(self.settings)
         self.stream = StreamWatch(self.settings)
         self.commits = DeltaCommits(self.settings)
-        self.dag_runs = DagRunWatch(f"http://{LOOPBACK}:{options.api_port}", self.settings.home / "airflow")
+        self.dag_runs = DagRunWatch(f"http://{LOOPBACK}:{options.api_port}", self.settings.home_paths.airflow)
         self.poller = DagRunPoller(self.dag_runs, options.interval_s)
         self.out = SampleFile(options.results / "samples.jsonl")
         self.own = psutil.Process()
@@ -275,9 +274,10 @@ class LongRun:
         run_root = self.settings.root("run")
         target = self.options.results / "run-files"
         copies = [(run_root / name, target / name) for name in RUN_FILES]
-        copies += [(log, target / f"{log.name}.tail") for log in sorted((run_root / "logs").glob("stream-*.log"))]
+        paths = self.settings.run_paths
+        copies += [(log, target / f"{log.name}.tail") for log in sorted(paths.logs.glob("stream-*.log"))]
         copies += [(report, target / "validation" / report.name)  # what each validation read, found and took
-                   for report in sorted(validation_folder(run_root).glob("*.json"))]
+                   for report in sorted(paths.validation.glob("*.json"))]
         for source, copy in copies:
             if not source.is_file() or (source.suffix != ".log" and source.stat().st_size > MAX_COPIED_BYTES):
                 continue

@@ -60,7 +60,7 @@ class StreamWatch:
                 noticed.append(Noticed(EventType.STREAM_STARTED, {"pid": alive_pid}))
             self.pid = alive_pid
         try:
-            failure = read_failure(self.settings.failure_path)
+            failure = read_failure(self.settings.run_paths.failure)
         except (OSError, ValueError, TypeError, KeyError):
             failure = None  # caught mid-write (it is written atomically, but moved aside by the warden)
         if failure is not None and (failure.occurred_at, failure.pid) not in self._failures_seen:
@@ -77,7 +77,7 @@ class StreamWatch:
         """What the ended process last said (a process killed as hung by the warden writes no failure document: its
         heartbeat's age tells)."""
         try:
-            heartbeat = read_heartbeat(self.settings.heartbeat_path)
+            heartbeat = read_heartbeat(self.settings.run_paths.heartbeat)
         except (OSError, ValueError, TypeError):
             return {}
         if heartbeat is None:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from streamwarden.secrets import redact, scrub
-from streamwarden.settings import Settings
 
 EmailSender = Callable[[list[str], str, str], None]
 """Sends (recipients, subject, HTML body)."""
@@ -134,10 +133,6 @@ def step_failed_alert(dag_id: str, label: str, failure: dict[str, Any], *, sourc
     return Alert("critical", f"{dag_id}: {task} failed ({failure_class}): {failure.get('message', '')}"[:300],
                  {"label": f"{label}({failure_class})", "task": task}, failure_class, failure, {},
                  actions.get(failure_class, default_action), source=source)
-
-
-def alerts_path(settings: Settings) -> Path:
-    return settings.root("run") / "alerts.jsonl"
 
 
 def dispatch(alert: Alert, backends: Sequence[Notifier], record: Path) -> dict[str, str]:

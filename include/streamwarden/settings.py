@@ -26,6 +26,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from streamwarden.paths import HomePaths, RunPaths
 from streamwarden.settings_loading import (
     CONFIG_FILE_ENV,
     ENV_PREFIX,
@@ -412,16 +413,14 @@ class Settings(BaseSettings):
         return self.root("checkpoint") / f"{self.query_name}.lease"
 
     @cached_property
-    def heartbeat_path(self) -> Path:
-        return self.root("run") / "heartbeat.json"
+    def run_paths(self) -> RunPaths:
+        """The files and folders under the run root."""
+        return RunPaths(self.root("run"))
 
     @cached_property
-    def stop_marker_path(self) -> Path:
-        return self.root("run") / "stop"
-
-    @cached_property
-    def failure_path(self) -> Path:
-        return self.root("run") / "last_failure.json"
+    def home_paths(self) -> HomePaths:
+        """The files and folders ``up`` keeps under the home."""
+        return HomePaths(self.home)
 
     def kafka_client_config(self) -> dict[str, str]:
         """librdkafka settings shared by every client (bootstrap plus security passthrough)."""

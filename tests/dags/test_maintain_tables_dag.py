@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from small_tables import replace_keeping_size, small_files_table
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.maintenance.report import read_history
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
@@ -67,7 +67,7 @@ def test_a_run_compacts_proves_vacuums_and_reports(settings: Settings) -> None:
     assert states == dict.fromkeys(STEPS, "success")
     assert _files(location) == 3
     assert location.open().to_pyarrow_table().num_rows == rows
-    [history] = read_history(settings.root("run") / "maintenance" / "history.jsonl")
+    [history] = read_history(settings.run_paths.maintenance / "history.jsonl")
     assert history["outcome"] == "ok"
     assert history["tables"]["session_rows"]["files_before"] == 36
     assert history["tables"]["session_rows"]["files_after"] == 3
@@ -102,7 +102,7 @@ def test_a_dry_run_plans_changes_nothing_and_records_the_plan(settings: Settings
     assert states == {"plan_compaction": "success", "compact_and_prove": "skipped",
                       "vacuum_and_checkpoint": "success", "record_report": "success"}
     assert location.open().version() == version and _files(location) == 18
-    [history] = read_history(settings.root("run") / "maintenance" / "history.jsonl")
+    [history] = read_history(settings.run_paths.maintenance / "history.jsonl")
     assert history["outcome"] == "dry run"
     assert [(p["partition"], p["action"]) for p in history["partitions"]] == [
         ("topic=orders/date=2026-11-23", "would compact"), ("topic=orders/date=2026-11-24", "would compact")]
@@ -122,11 +122,11 @@ def test_a_tampered_file_is_reverted_alerted_and_reported(settings: Settings) ->
     assert states == {"plan_compaction": "success", "compact_and_prove": "failed",
                       "vacuum_and_checkpoint": "upstream_failed", "record_report": "failed"}
     assert _files(location) == files  # reverted
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "INTEGRITY" and alert["severity"] == "critical"
     assert victim in alert["failure"]["message"] and "reverted by commit" in alert["failure"]["message"]
     assert "maintain_tables with Params" in alert["next_action"] and "validate_output" in alert["next_action"]
-    [history] = read_history(settings.root("run") / "maintenance" / "history.jsonl")
+    [history] = read_history(settings.run_paths.maintenance / "history.jsonl")
     assert history["outcome"] == "compact_and_prove failed (INTEGRITY)"
 
 
@@ -139,6 +139,6 @@ def test_a_bad_param_fails_the_plan_before_anything_changes(settings: Settings) 
 
     assert states["plan_compaction"] == "failed" and states["record_report"] == "failed"
     assert location.open().version() == version
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "CONFIG"
     assert "Param tables: records not among this pipeline's tables" in json.dumps(alert)

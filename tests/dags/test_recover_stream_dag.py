@@ -25,17 +25,16 @@ from typing import Any
 import pytest
 
 from approvals import Approval, answer_in_process
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
-from streamwarden.recovery.steps import RECOVERIES_LOG
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.testing.replay import caught_up, final_tables, read_table
 from streamwarden.validation import steps as validation_steps
-from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.validation.report import last_validated
 from streamwarden.validation.settings import load_validation_settings
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import LIFECYCLE_POOL, stop_stream
@@ -85,16 +84,16 @@ def test_bad_params_are_named_and_refused_before_anything_changes(
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["check_params"] == "failed" and states["report_and_alert"] == "failed"
     assert all(states.get(t) in ("upstream_failed", None) for t in STEPS[1:11]), states
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     message = alert["failure"]["message"]
     assert alert["failure_class"] == "CONFIG" and "'elsewhere' is not a topic of this stream" in message
     assert "bad-params-1[0] must be an offset (0 or more), got -3" in message
     run = _dag().test(run_conf={"target": "versions", "versions": {"session_rows": 7, "quarantine": 3}})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["check_params"] == "success" and states["plan_recovery"] == "failed"
-    failure = read_alerts(alerts_path(settings))[-1]["failure"]
+    failure = read_alerts(settings.run_paths.alerts)[-1]["failure"]
     assert failure["failure_class"] == "CONFIG" and "session_rows" in failure["message"], failure
-    assert read_hold(settings) is None and not (settings.root("run") / RECOVERIES_LOG).exists()
+    assert read_hold(settings) is None and not (settings.run_paths.recoveries_log).exists()
     assert not (settings.root("checkpoint") / "archive").exists()
 
 
@@ -174,7 +173,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
         recorded = validation_steps.run(settings, load_validation_settings())
         assert recorded.report.passed, recorded.report.text()
         validated = {name: int(entry["version"])
-                     for name, entry in (last_validated(validation_folder(settings.root("run"))) or {})["tables"]
+                     for name, entry in (last_validated(settings.run_paths.validation) or {})["tables"]
                      .items()}
         rows_then = _rows(settings)
         _wait(lambda: _rows(settings) > rows_then + 60, 240, "rows after the validated versions")
@@ -228,7 +227,7 @@ def test_an_approved_recovery_restores_replays_and_validates(drill: Drill) -> No
     archive = drill.settings.root("checkpoint") / "archive"
     [archived] = list(archive.iterdir())
     assert (archived / drill.settings.query_name / "commits").is_dir()
-    [entry] = [json.loads(line) for line in (drill.settings.root("run") / RECOVERIES_LOG).read_text().splitlines()]
+    [entry] = [json.loads(line) for line in (drill.settings.run_paths.recoveries_log).read_text().splitlines()]
     assert entry["recovery_id"] == report["recovery_id"] and entry["lost"] == 0
     assert report["validation"]["passed"] is True
 

@@ -35,7 +35,7 @@ from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS
 from streamwarden.testing.exactly_once import verify_table
 from streamwarden.testing.replay import OFFSET_COLUMNS, caught_up
-from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.validation.report import last_validated
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import stop_stream
 from support import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
@@ -93,7 +93,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
     first = produce_raw(broker.bootstrap_servers, topics, 3_000)
     job = StreamProcess(env, tmp_path / "stream.log").start()
     settings = job.settings
-    releases = settings.home / "releases"  # installed before Airflow parses upgrade_stream, whose form offers it
+    releases = settings.home_paths.releases  # installed before Airflow parses upgrade_stream, whose form offers it
     releases.mkdir(parents=True, exist_ok=True)
     (releases / f"{RELEASE}.yaml").write_text("trigger_interval: 2s\n")
     table = settings.root("output") / RECORDS
@@ -104,7 +104,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
             # 1. a first batch lands and is validated (while Airflow comes up)
             job.wait_until(lambda: job.caught_up(first), 240, "the first records")
             _validate(env, tmp_path / "validate.log")
-            validated = last_validated(validation_folder(settings.root("run")))
+            validated = last_validated(settings.run_paths.validation)
             assert validated is not None
             target = validated["tables"][RECORDS]["version"]
             target_offsets = _offsets(table, target)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.maintenance.report import read_history
 from streamwarden.settings import Settings, load_settings
 
@@ -71,13 +71,13 @@ def test_maintenance_is_red_when_its_plan_died_and_says_which_steps_never_ran(
 
     assert states == {"plan_compaction": "failed", "compact_and_prove": "upstream_failed",
                       "vacuum_and_checkpoint": "upstream_failed", "record_report": "failed"}
-    [history] = read_history(settings.root("run") / "maintenance" / "history.jsonl")
+    [history] = read_history(settings.run_paths.maintenance / "history.jsonl")
     assert history["outcome"].startswith("plan_compaction failed without a failure document")
     assert "no table to maintain yet" not in logged and "(nothing planned)" in logged
     assert ("maintenance failed: plan_compaction failed without a failure document (killed, or it lost Airflow's "
             "API: see its log); compact_and_prove never ran (a step before it failed); vacuum_and_checkpoint never "
             "ran (a step before it failed)") in logged
-    assert read_alerts(alerts_path(settings)) == []  # no document, no alert: the red run and its log say it
+    assert read_alerts(settings.run_paths.alerts) == []  # no document, no alert: the red run and its log say it
 
 
 @pytest.mark.usefixtures("airflow_db")

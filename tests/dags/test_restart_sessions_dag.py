@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import list_partitions, metadata_consumer
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import load_settings
@@ -56,7 +56,7 @@ def test_bad_params_fail_before_anything_is_sent_and_are_alerted_by_name(
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["check_params"] == "failed" and states["report_and_alert"] == "failed"
     assert states["send_commands"] in ("upstream_failed", None)
-    [alert] = read_alerts(alerts_path(load_settings()))
+    [alert] = read_alerts(load_settings().run_paths.alerts)
     assert alert["failure_class"] == "CONFIG"
     assert "'elsewhere-1' is not a site of this stream" in alert["summary"] + alert["failure"]["message"]
     assert "Param jitter" in alert["failure"]["message"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
@@ -110,11 +110,11 @@ def test_supervisor_alerts_on_a_degraded_stream_or_branches_to_a_forced_restart(
     not restarted; ``force_restart`` branches to ``restart_stream`` instead (marked successful, not run)."""
     settings = load_settings()
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):  # this process is "the stream"
-        write_heartbeat(settings.heartbeat_path, Heartbeat("idle", "q", "r", os.getpid(), batch_id=0))
+        write_heartbeat(settings.run_paths.heartbeat, Heartbeat("idle", "q", "r", os.getpid(), batch_id=0))
         states = _run_supervisor({"force_restart": force_restart, "reason": "test"})
     assert {k: states[k] for k in expected} == expected
     assert states["check_health"] == states["decide_action"] == "success"
-    alerts = read_alerts(alerts_path(settings))
+    alerts = read_alerts(settings.run_paths.alerts)
     if force_restart:
         assert alerts == []
     else:

@@ -33,7 +33,7 @@ import pytest
 from confluent_kafka import Producer
 
 from airflow_server import AirflowServer
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.up import AirflowApi
 from streamwarden.runfiles.heartbeat import read_heartbeat
@@ -88,7 +88,7 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str, interval: fl
 def _committed_by_new_process(settings: Settings, old_pid: int, since: float) -> Callable[[], bool]:
     """The lease holder is a process other than ``old_pid`` and its heartbeat reports a batch after ``since``."""
     def check() -> bool:
-        holder, beat = running_holder(settings), read_heartbeat(settings.heartbeat_path)
+        holder, beat = running_holder(settings), read_heartbeat(settings.run_paths.heartbeat)
         return (holder is not None and holder.pid != old_pid and beat is not None and beat.pid == holder.pid
                 and beat.event == "progress" and datetime.fromisoformat(beat.written_at).timestamp() > since)
     return check
@@ -159,7 +159,7 @@ def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_witho
     env = stream_env(tmp_path / "home", broker.bootstrap_servers, f"{topics[0].rsplit('-', 1)[0]}-.*",
                      trigger_interval="2s")
     settings = settings_of(env)
-    alerts = alerts_path(settings)
+    alerts = settings.run_paths.alerts
     seconds: dict[str, float] = {}
     try:
         with steady_records(broker.bootstrap_servers, topics), AirflowServer(

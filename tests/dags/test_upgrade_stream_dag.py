@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.atomic import write_json_atomic
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import load_settings
@@ -80,7 +80,7 @@ def test_bad_params_are_named_at_once_and_alerted_before_anything_changes(home: 
     assert all(states[t] in ("upstream_failed", "skipped") for t in CHANGES), states
     assert states["rollback"] in ("skipped", "upstream_failed")
     settings = load_settings()
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "CONFIG" and alert["verdict"]["label"] == "UPGRADE_REFUSED(CONFIG)"
     assert "outside the releases folder" in alert["failure"]["message"]
     assert "Nothing was changed" in alert["next_action"]
@@ -96,7 +96,7 @@ def test_a_changed_state_layout_is_refused_by_the_compatibility_check(home: Path
     states = _states(_dag().test(run_conf={"release": "v9", "dry_run": False}))
     assert states["check_params"] == "success" and states["check_compatibility"] == "failed", states
     assert states["report_and_alert"] == "failed"
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["verdict"]["label"] == "UPGRADE_REFUSED(CONFIG)" and alert["verdict"]["step"] == "check_compatibility"
     assert "the state layout changes (state_version 1 -> 2)" in alert["failure"]["message"]
     assert read_hold(settings) is None and read_active(settings) is None

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges
-from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.validation.report import last_validated
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "validate_tables", "report_and_alert")
@@ -142,9 +142,9 @@ def test_clean_tables_pass_and_become_the_last_validated_versions(settings: Sett
     assert "kafka" not in summary["checks"] and "coverage" in summary["checks"]
     report = json.loads(Path(summary["report"]).read_text())
     assert report["passed"] and {p["topic"] for p in report["partitions"]} == {"sites-a"}
-    validated = last_validated(validation_folder(settings.root("run")))
+    validated = last_validated(settings.run_paths.validation)
     assert validated is not None and validated["tables"][SESSION_ROWS]["version"] == 2
-    assert not alerts_path(settings).exists()
+    assert not settings.run_paths.alerts.exists()
 
 
 @pytest.mark.usefixtures("airflow_db")
@@ -160,18 +160,18 @@ def test_a_gap_fails_the_run_and_alerts_once_with_evidence_and_the_next_dag(sett
     assert summary["classes"] == {"GAP": 1} and summary["versions"][SESSION_ROWS] == removed_version
     [gap] = summary["findings"]
     assert (gap["table"], gap["topic"], gap["partition"]) == (f"{SESSION_ROWS}+{QUARANTINE}", "sites-a", 0)
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "GAP" and alert["severity"] == "critical"
     assert alert["failure"]["classes"] == {"GAP": 1} and alert["failure"]["report"] == summary["report"]
     assert any("sites-a[0]" in line for line in alert["failure"]["evidence"])
     assert 'recover_stream with Params {"target": "last_validated", "dry_run": true}' in alert["next_action"]
     assert 'validate_output with Params {"tables": ["quarantine", "session_rows"]}' in alert["next_action"]
-    validated = last_validated(validation_folder(settings.root("run")))
+    validated = last_validated(settings.run_paths.validation)
     assert validated is not None and validated["tables"][SESSION_ROWS]["version"] == 2  # not the damaged one
 
     states, _ = _run()  # the same gap again: the run fails, no second alert
     assert states["report_and_alert"] == "failed"
-    assert len(read_alerts(alerts_path(settings))) == 1
+    assert len(read_alerts(settings.run_paths.alerts)) == 1
 
 
 @pytest.mark.usefixtures("airflow_db")
@@ -179,12 +179,12 @@ def test_bad_params_fail_first_and_name_each_one(settings: Settings) -> None:
     states, _ = _run({"versions": {"sessions": 1}, "as_of": "yesterday", "checks": ["coverage"]})
 
     assert states == {"check_params": "failed", "validate_tables": "upstream_failed", "report_and_alert": "failed"}
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "CONFIG"
     message = alert["failure"]["message"]
     assert "Param as_of" in message and "yesterday" in message
     assert "Param versions: table 'sessions' is not among this pipeline's tables" in message
-    assert not list(validation_folder(settings.root("run")).glob("*.json"))  # nothing validated or recorded
+    assert not list(settings.run_paths.validation.glob("*.json"))  # nothing validated or recorded
 
 
 @pytest.mark.usefixtures("airflow_db")
@@ -197,5 +197,5 @@ def test_an_older_version_is_checked_by_the_checks_that_read_it_alone(settings: 
 
     states, _ = _run({"versions": {SESSION_ROWS: 99, QUARANTINE: 2}})
     assert states["check_params"] == "success" and states["validate_tables"] == "failed"
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "CONFIG" and "has no version 99: its newest is 2" in alert["failure"]["message"]

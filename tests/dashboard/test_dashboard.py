@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streamwarden.alerts import Alert, alerts_path, dispatch
+from streamwarden.alerts import Alert, dispatch
 from streamwarden.dashboard import page, prometheus
 from streamwarden.dashboard.alerts_now import dag_actions
 from streamwarden.dashboard.model import DagAction, Dashboard
@@ -32,9 +32,9 @@ from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.reading import summarize
 from streamwarden.testing.faults import CHAOS_RAISE_ENV
 from streamwarden.validation.findings import Finding, FindingClass
-from streamwarden.validation.report import ValidationReport, record_last_validated, validation_folder, write_report
+from streamwarden.validation.report import ValidationReport, record_last_validated, write_report
 from streamwarden.warden.decision import RECOVERY
-from streamwarden.warden.health import assess, state_path
+from streamwarden.warden.health import assess
 from streamwarden.warden.lag_history import KEEP_S, LagSample, append_lag_sample, read_lag_history
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.status import read_status
@@ -62,7 +62,7 @@ def tables(settings: Settings) -> None:
 
 
 def beat(settings: Settings, batch: int) -> None:
-    write_heartbeat(settings.heartbeat_path, Heartbeat(
+    write_heartbeat(settings.run_paths.heartbeat, Heartbeat(
         "progress", "q", "r", os.getpid(), batch_id=batch, written_at=datetime.now(UTC).isoformat(),
         trigger_interval_s=1.0, input_rows_per_second=250.0, processed_rows_per_second=240.0,
         batch_duration_ms=420, process_batches=5))  # type: ignore[call-arg]
@@ -72,9 +72,9 @@ def failed_validation(settings: Settings, versions: dict[str, int], passed: bool
     findings = () if passed else (Finding(FindingClass.GAP, SESSION_ROWS, "sites-a", 0, ((5, 6),), 1, "offset 5"),)
     report = ValidationReport(f"run-{passed}", datetime.now(UTC).isoformat(), datetime.now(UTC).isoformat(),
                               ("coverage", "expectations"), versions, None, (), (), (), findings, (),
-                              data_docs=str(settings.root("run") / "data_docs" / "index.html"),
+                              data_docs=str(settings.run_paths.data_docs / "index.html"),
                               rows_checked={name: f"{name}: every row" for name in versions})
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     record_last_validated(folder, report, write_report(folder, report))
     time.sleep(0.01)  # the next report's file name is later
 
@@ -83,13 +83,13 @@ def test_a_running_stream_its_tables_and_a_failed_validation(settings: Settings)
     tables(settings)
     failed_validation(settings, {SESSION_ROWS: 1, QUARANTINE: 1}, passed=True)
     failed_validation(settings, {SESSION_ROWS: 2, QUARANTINE: 2}, passed=False)
-    state_before = state_path(settings).exists()
+    state_before = settings.run_paths.health.exists()
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):
         beat(settings, 7)
         dashboard = snapshot(sources(settings))
         status = read_status(settings)
 
-    assert not state_path(settings).exists() and not state_before, "the page never commits the warden's state"
+    assert not settings.run_paths.health.exists() and not state_before, "the page never commits the warden's state"
     stream = dashboard.stream
     assert stream is not None and stream.state == "running" and stream.pid == status.pid == os.getpid()
     assert stream.last_batch_id == status.last_batch_id == 7
@@ -124,16 +124,16 @@ def test_a_running_stream_its_tables_and_a_failed_validation(settings: Settings)
 
 
 def test_a_failed_stream_shows_its_class_and_the_alert_names_the_dag_with_its_params(settings: Settings) -> None:
-    write_failure(settings.failure_path, FailureDocument(FailureClass.DATA_LOSS, "offsets gone", 81, "sites-a", 0,
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.DATA_LOSS, "offsets gone", 81, "sites-a", 0,
                                                          5, details={"available": [40, 90]}))
     verdict = assess(settings, WARDEN).verdict
     from streamwarden.warden.decision import recovery_action
 
     action = recovery_action(FailureClass.DATA_LOSS, verdict.failure)
     alert = Alert.from_verdict("critical", "stream failed", verdict.to_json(), action, source="stream_supervisor/1")
-    dispatch(alert, [], alerts_path(settings))
+    dispatch(alert, [], settings.run_paths.alerts)
     dispatch(Alert("warning", "<b>not html</b>", {}, None, None, {}, RECOVERY[FailureClass.INTEGRITY]),
-             [], alerts_path(settings))
+             [], settings.run_paths.alerts)
 
     dashboard = snapshot(sources(settings))
 
@@ -197,7 +197,7 @@ def test_a_stopped_stream_without_a_broker_shows_the_lag_unknown_and_its_last_me
 
     time.sleep(0.2)  # the three commits apart in time
     run_batch(settings.root("output"), [SESSION_ROWS, QUARANTINE], {"sites-a": {0: (150, 190)}}, batch_id=2)
-    write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", os.getpid(),
+    write_heartbeat(settings.run_paths.heartbeat, Heartbeat("started", "q", "r", os.getpid(),
                                                        trigger_interval_s=1.0))  # a start that died at once
     dashboard = snapshot(Sources(settings, load_warden_settings(broker_timeout=1), load_restart_settings(),
                                  load_maintenance_settings()))
@@ -272,7 +272,7 @@ def test_throughput_buckets_the_stream_commits_only() -> None:
 
 def test_data_docs_are_served_from_their_folder_only(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path)
-    site = settings.root("run") / "data_docs"
+    site = settings.run_paths.data_docs
     site.mkdir(parents=True)
     (site / "index.html").write_text("<html></html>")
     (settings.root("run") / "secret.json").write_text("{}")

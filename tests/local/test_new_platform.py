@@ -37,10 +37,10 @@ def _previous_run(settings: Settings) -> None:
     (settings.root("output") / "session_rows" / "_delta_log").mkdir(parents=True)
     (settings.root("state") / "rocksdb").mkdir(parents=True)
     save_history(settings, RestartHistory(starts=[time.time()] * 4))
-    (settings.root("run") / "logs").mkdir(parents=True)
-    (settings.home / "airflow").mkdir()
-    (settings.home / "airflow" / "airflow.db").write_text("kept")
-    (settings.home / "releases").mkdir()
+    (settings.run_paths.logs).mkdir(parents=True)
+    (settings.home_paths.airflow).mkdir()
+    (settings.home_paths.airflow / "airflow.db").write_text("kept")
+    (settings.home_paths.releases).mkdir()
 
 
 def test_the_previous_state_moves_into_one_dated_folder_and_the_airflow_home_stays(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_the_previous_state_moves_into_one_dated_folder_and_the_airflow_home_sta
     archived = archive.archive_previous_state(settings, NOW)
 
     assert archived is not None
-    assert archived.folder == settings.home / "archive" / "20261127T091500Z"
+    assert archived.folder == settings.home_paths.archive / "20261127T091500Z"
     assert set(archived.moved) == {"checkpoint", "output", "state", "run"}
     assert sorted(p.name for p in settings.home.iterdir()) == ["airflow", "archive", "releases"]
     assert (archived.folder / "run" / "warden" / "restarts.json").is_file()
@@ -71,7 +71,7 @@ def test_roots_outside_the_home_are_archived_too_and_only_the_newest_three_kept(
         folders.append(archived.folder)
 
     assert not settings.root("output").exists()
-    assert sorted((settings.home / "archive").iterdir()) == folders[-3:]
+    assert sorted((settings.home_paths.archive).iterdir()) == folders[-3:]
     assert archived.deleted == (folders[1],)
 
 
@@ -92,10 +92,10 @@ def test_tables_on_an_object_store_cannot_be_archived_so_up_refuses_to_start(s3_
 def test_two_archives_in_one_second_do_not_collide(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path / "home")
     settings.root("run").mkdir(parents=True)
-    (settings.root("run") / "alerts.jsonl").write_text("{}\n")
+    (settings.run_paths.alerts).write_text("{}\n")
     first = archive.archive_previous_state(settings, NOW)
     settings.root("run").mkdir()
-    (settings.root("run") / "alerts.jsonl").write_text("{}\n")
+    (settings.run_paths.alerts).write_text("{}\n")
     second = archive.archive_previous_state(settings, NOW)
 
     assert first is not None and second is not None
@@ -180,7 +180,7 @@ def _forecast(settings: Settings, *, paused: bool = False) -> str:
 
 
 def _failed(settings: Settings, failure_class: FailureClass, message: str) -> None:
-    write_failure(settings.failure_path, FailureDocument(failure_class, message, EXIT_CODES[failure_class]))
+    write_failure(settings.run_paths.failure, FailureDocument(failure_class, message, EXIT_CODES[failure_class]))
 
 
 def test_up_tells_what_the_supervisor_will_do_about_a_stopped_stream(tmp_path: Path) -> None:

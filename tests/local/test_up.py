@@ -29,7 +29,7 @@ import pytest
 from deltalake import DeltaTable
 from streamwarden_longrun.roles import EXPECTED_ROLES
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING
 from streamwarden.local.airflow_api import AirflowApi
 from streamwarden.local.leftovers import kill_leftovers
@@ -77,7 +77,7 @@ def _env(home: Path) -> dict[str, str]:
 def test_a_second_up_on_the_same_home_is_refused(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path / "home")
     settings.home.mkdir()
-    with open(settings.home / "up.lock", "a+") as lock:
+    with open(settings.home_paths.up_lock, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running `up` holds it
         done = subprocess.run([sys.executable, "-m", "streamwarden", "up", "--headless"], cwd=REPO,
                               env=_env(settings.home), capture_output=True, text=True, timeout=120)
@@ -189,9 +189,9 @@ def _says_the_run_is_new(up: _Up) -> None:
     """Its first batch is its own, and nothing held it: no escalation, no red run."""
     settings = up.settings
     assert _first_commit_time(settings) >= up.started, up.log()
-    assert [a for a in read_alerts(alerts_path(settings)) if a["severity"] == "critical"] == [], up.log()
+    assert [a for a in read_alerts(settings.run_paths.alerts) if a["severity"] == "critical"] == [], up.log()
     assert up.red_runs() == [], up.log()
-    assert json.loads((settings.root("run") / "platform.json").read_text())["pid"] == up.process.pid
+    assert json.loads((settings.run_paths.platform).read_text())["pid"] == up.process.pid
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
         deadline = time.monotonic() + LONG_RUN_TIMEOUT
         while run.poll() is None:
             assert time.monotonic() < deadline, (folder / "longrun.out").read_text()
-            platform = settings.root("run") / "platform.json"
+            platform = settings.run_paths.platform
             if not _has_every_component(components) and platform.is_file():
                 with contextlib.suppress(ValueError, psutil.Error):
                     components = _airflow_environments(json.loads(platform.read_text())["pid"])

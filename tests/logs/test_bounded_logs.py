@@ -164,10 +164,10 @@ def test_usage_counts_every_file_under_the_logs_folder(tmp_path: Path) -> None:
 
 def test_status_reports_the_logs_folder(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path, log_max_bytes=4096, log_backups=3)
-    (settings.root("run") / "logs").mkdir(parents=True)
-    (settings.root("run") / "logs" / "stream-20260101T000000.log").write_bytes(b"z" * 10)
+    (settings.run_paths.logs).mkdir(parents=True)
+    (settings.run_paths.logs / "stream-20260101T000000.log").write_bytes(b"z" * 10)
     logs = read_status(settings).to_json()["logs"]
-    assert logs == {"folder": str(settings.root("run") / "logs"), "bytes": 10, "files": 1, "max_bytes": 4096,
+    assert logs == {"folder": str(settings.run_paths.logs), "bytes": 10, "files": 1, "max_bytes": 4096,
                     "backups": 3, "max_age_s": 7 * DAY, "per_log_bound_bytes": 4 * 4096}
 
 

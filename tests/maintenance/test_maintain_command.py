@@ -33,7 +33,7 @@ def test_dry_run_then_run_print_the_plan_and_the_report(home: Path, capsys: pyte
     report = json.loads(capsys.readouterr().out)
     assert report["outcome"] == "ok" and report["tables"]["session_rows"]["files_after"] == 3
     assert len(pa.table(location.open().get_add_actions())) == 3
-    assert [h["outcome"] for h in read_history(settings.root("run") / "maintenance" / "history.jsonl")] == [
+    assert [h["outcome"] for h in read_history(settings.run_paths.maintenance / "history.jsonl")] == [
         "dry run", "ok"]
 
 

@@ -19,7 +19,7 @@ from streamwarden.recovery.request import RecoveryRequest, Target, request_from_
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
-from streamwarden.validation.report import LAST_VALIDATED, validation_folder
+from streamwarden.validation.report import LAST_VALIDATED
 from support import produce_raw
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -106,7 +106,7 @@ def test_without_a_passing_validation_the_default_target_is_refused_and_a_missin
 def test_the_default_target_is_each_tables_last_validated_version(
         stream: tuple[Settings, str, dict[int, int], int]) -> None:
     settings, topic, ends, first = stream
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     folder.mkdir(parents=True)
     write_json_atomic(folder / LAST_VALIDATED, {"tables": {SESSION_ROWS: {"version": first},
                                                            QUARANTINE: {"version": 2}}})
@@ -124,7 +124,7 @@ def test_the_replay_time_takes_the_last_measured_rate_when_the_heartbeat_has_non
     settings, _, _, first = stream
     request = request_from_params({"target": "versions", "versions": {SESSION_ROWS: first, QUARANTINE: first}},
                                   settings)
-    write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", 1, trigger_interval_s=3.0))
+    write_heartbeat(settings.run_paths.heartbeat, Heartbeat("started", "q", "r", 1, trigger_interval_s=3.0))
     measured = history_rate(DeltaTable(TableLocation.of(settings, SESSION_ROWS).uri).history())
     assert measured is not None
 
@@ -135,7 +135,7 @@ def test_the_replay_time_takes_the_last_measured_rate_when_the_heartbeat_has_non
     assert "from session_rows's Delta history" in plan.text() and "the heartbeat (started) has none" in plan.text()
     assert "no measured rate" not in plan.text() and f"about {plan.estimated_s:,.0f} s at" in plan.text()
 
-    write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", 1, batch_id=41,
+    write_heartbeat(settings.run_paths.heartbeat, Heartbeat("progress", "q", "r", 1, batch_id=41,
                                                        processed_rows_per_second=1800.0))
     plan = make_plan(settings, request, recovery_id="r9", now=NOW)
     assert plan.rate == 1800.0 and "1,800 records/s, batch 41 at" in plan.text(), "the heartbeat's, when it has one"

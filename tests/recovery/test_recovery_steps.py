@@ -31,7 +31,7 @@ from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import Runs
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
-from streamwarden.validation.report import LAST_VALIDATED, last_validated, validation_folder
+from streamwarden.validation.report import LAST_VALIDATED, last_validated
 from support import produce_raw
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -64,13 +64,13 @@ def _tables(tmp_path: Path, bootstrap: str, topic: str, ends: dict[int, int]) ->
     settings = settings_for(tmp_path, bootstrap_servers=bootstrap, topic_pattern=topic)
     first = commit_batch(settings, {topic: {p: (0, e // 2) for p, e in ends.items()}}, 0)
     commit_batch(settings, {topic: {p: (e // 2, e) for p, e in ends.items()}}, 1)
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     folder.mkdir(parents=True)
     write_json_atomic(folder / LAST_VALIDATED, {"tables": {name: {"version": v} for name, v in first.items()}})
     (settings.checkpoint_location / "commits").mkdir(parents=True)
     (settings.checkpoint_location / "commits" / "1").write_text("v1\n{}")
-    settings.failure_path.parent.mkdir(parents=True, exist_ok=True)
-    settings.failure_path.write_text("{}")
+    settings.run_paths.failure.parent.mkdir(parents=True, exist_ok=True)
+    settings.run_paths.failure.write_text("{}")
     return settings
 
 
@@ -94,13 +94,13 @@ def _state(settings: Settings, topic: str, partitions: list[int]) -> dict[str, A
         table = TableLocation.of(settings, name).open()
         tables[name] = {"version": table.version(), "files": sorted(Path(u).name for u in table.file_uris()),
                         "claims": Runs.read(table, [(topic, p) for p in partitions]).index()}
-    log = [json.loads(line) for line in (settings.root("run") / steps.RECOVERIES_LOG).read_text().splitlines()]
+    log = [json.loads(line) for line in settings.run_paths.recoveries_log.read_text().splitlines()]
     archive = settings.root("checkpoint") / "archive"
     return {"tables": tables, "seed": json.loads((settings.checkpoint_location / INITIAL_OFFSETS_FILE).read_text()),
             "checkpoint": sorted(p.name for p in settings.checkpoint_location.iterdir()),
             "archived": sorted(str(p.relative_to(archive)) for p in archive.rglob("*")),
             "recoveries": [(e["recovery_id"], e["resume"], e["tables"]) for e in log],
-            "validated": {n: e["version"] for n, e in (last_validated(validation_folder(settings.root("run")))
+            "validated": {n: e["version"] for n, e in (last_validated(settings.run_paths.validation)
                                                        or {"tables": {}})["tables"].items()},
             "hold": read_hold(settings) is not None}
 
@@ -128,8 +128,8 @@ def test_each_step_leaves_its_part_and_a_rerun_changes_nothing(
         assert table["version"] == 3 and table["claims"] == {topic: {p: [(0, o)] for p, o in half.items()}}
     assert state["validated"] == {SESSION_ROWS: 3, QUARANTINE: 3}, "the validated content is at the restore commit"
     assert [r[0] for r in state["recoveries"]] == [executed.recovery_id]
-    assert (steps.recovery_folder(settings, executed.recovery_id) / "last_failure.json").is_file()
-    assert not settings.failure_path.exists()
+    assert (settings.run_paths.recovery(executed.recovery_id) / "last_failure.json").is_file()
+    assert not settings.run_paths.failure.exists()
     _execute(settings, approved)
     assert _state(settings, topic, sorted(ends)) == state, "a re-run of every step changes nothing"
 
@@ -176,7 +176,7 @@ def test_the_wait_for_the_replay_fails_at_once_when_the_stream_stopped_with_a_fa
     executed = _execute(settings, _plan(settings))
     done, behind = steps.caught_up(settings, executed)
     assert not done and set(behind) == {f"{topic}[{p}]" for p in ends}, "nothing replayed yet: wait"
-    write_failure(settings.failure_path, FailureDocument(FailureClass.INTEGRITY, "update before its snapshot",
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.INTEGRITY, "update before its snapshot",
                                                          EXIT_CODES[FailureClass.INTEGRITY], topic, 0, 7))
     with pytest.raises(IntegrityError, match="stopped during the replay: update before its snapshot") as raised:
         steps.caught_up(settings, executed)

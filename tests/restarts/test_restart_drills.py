@@ -25,11 +25,10 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
-from streamwarden.restarts.report import restarts_folder
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.replay import final_tables, read_table
@@ -113,9 +112,9 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
         job.wait_until(lambda: _integrity_letters(output, sites[0]) > 0, 300, "the gap of the first site quarantined")
         run = _run_dag("restart_sessions", env, monkeypatch)
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-        [report_file] = sorted(restarts_folder(settings.root("run")).glob("*.json"))
+        [report_file] = sorted(settings.run_paths.session_restarts.glob("*.json"))
         report: dict[str, Any] = json.loads(report_file.read_text())
-        alerts = read_alerts(alerts_path(settings))
+        alerts = read_alerts(settings.run_paths.alerts)
         # validate_output once the ignoring site's oldest session is past 1.5 intervals (the others restarted)
         time.sleep(max(0.0, producing_since + 1.5 * INTERVAL + 5 - time.time()))
         checked = _run_dag("validate_output", env, monkeypatch, {"checks": ["coverage", "exposure"]})
@@ -212,7 +211,7 @@ def test_validation_reports_every_sites_exposure_and_finds_only_the_ignoring_sit
     assert {s["site"] for s in exposure["sites"]} == set(drill.sites)
     assert [(f["class"], f["topic"]) for f in drill.validation["findings"]] == [("EXPOSURE", drill.sites[2])]
     assert drill.validation_states["report_and_alert"] == "failed"
-    [alert] = [a for a in read_alerts(alerts_path(drill.settings)) if a["failure_class"] == "EXPOSURE"
+    [alert] = [a for a in read_alerts(drill.settings.run_paths.alerts) if a["failure_class"] == "EXPOSURE"
                and a["source"].startswith("validate_output")]
     assert alert["severity"] == "warning" and alert["summary"].startswith("validate_output: FAILED EXPOSURE 1 ")
     assert [e.split(" ")[:3] for e in alert["failure"]["evidence"]] == [["EXPOSURE", "session_rows", drill.sites[2]]]

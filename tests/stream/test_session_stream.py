@@ -229,7 +229,7 @@ def test_strict_fails_with_the_named_reason(broker: LocalBroker, damaged_topic: 
     job = run_damaged(broker, damaged_topic["topic"], tmp_path, integrity_tier="strict", on_gap="fail")
     job.start()
     assert job.wait_exit(300) == EXIT_CODES[FailureClass.INTEGRITY], job.log_tail()
-    failure = read_failure(job.settings.failure_path)
+    failure = read_failure(job.settings.run_paths.failure)
     assert failure is not None and failure.failure_class is FailureClass.INTEGRITY
     session = failure.details["session_id"]
     reason, expected_seq, seen_seq = DAMAGED_SESSIONS[session]
@@ -247,7 +247,7 @@ def test_strict_malformed_policy_fail_stops_with_malformed(
     job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", malformed_policy="fail")
     job.start()
     assert job.wait_exit(300) == EXIT_CODES[FailureClass.MALFORMED], job.log_tail()
-    failure = read_failure(job.settings.failure_path)
+    failure = read_failure(job.settings.run_paths.failure)
     assert failure is not None and failure.failure_class is FailureClass.MALFORMED
     assert (failure.topic, failure.partition, failure.offset) == (topic, 0, len(CLEAN))
     assert placed[(0, len(CLEAN))].malformed == "INVALID_JSON"
@@ -276,7 +276,7 @@ def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
     job.env["STREAMWARDEN_SESSION_HANDLER"] = "streamwarden.stream.sessions.table_handler:TableReconstruction"
     job.start()
     assert job.wait_exit(300) == EXIT_CODES[FailureClass.CONFIG], job.log_tail()
-    failure = read_failure(job.settings.failure_path)
+    failure = read_failure(job.settings.run_paths.failure)
     assert failure is not None and "EventCounter" in failure.message and "refusing to start" in failure.message
 
 

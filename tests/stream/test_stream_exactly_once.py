@@ -79,7 +79,7 @@ def test_million_offsets_exactly_once_through_kill9(
     batch_sizes: list[int] = []
 
     def caught_up() -> bool:
-        beat = read_heartbeat(job.settings.heartbeat_path)
+        beat = read_heartbeat(job.settings.run_paths.heartbeat)
         if beat is not None and beat.event == "progress":
             batch_sizes.append(beat.num_input_rows)
         return job.caught_up(ends)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def run_to_failure(job: StreamProcess, expected: FailureClass) -> dict[str, object]:
     job.start()
     assert job.wait_exit(240) == EXIT_CODES[expected], job.log_tail()
-    failure = read_failure(job.settings.failure_path)
+    failure = read_failure(job.settings.run_paths.failure)
     assert failure is not None, "last_failure.json written"
     assert failure.failure_class is expected, failure
     return failure.to_json()

@@ -99,9 +99,9 @@ def test_topics_are_discovered_and_pruned_while_running_and_strict_fails_on_dele
     # In the strict tier a vanished topic is DATA_LOSS, not a warning.
     job.env["STREAMWARDEN_INTEGRITY_TIER"] = "strict"
     job.start()
-    job.wait_until(lambda: job.settings.heartbeat_path.exists() and job.checkpoint_settled(), 240, "restart")
+    job.wait_until(lambda: job.settings.run_paths.heartbeat.exists() and job.checkpoint_settled(), 240, "restart")
     delete_topics(kafka, [first])
     assert job.wait_exit_healing(180) == EXIT_CODES[FailureClass.DATA_LOSS], job.log_tail()
-    failure = read_failure(job.settings.failure_path)
+    failure = read_failure(job.settings.run_paths.failure)
     assert failure is not None and failure.failure_class is FailureClass.DATA_LOSS
     assert failure.topic == first and failure.partition is not None

@@ -27,14 +27,14 @@ import pytest
 
 from airflow_server import REPO, AirflowServer
 from browser import chromium_and_driver, headless_chromium, log_in, save, wait_for
-from streamwarden.alerts import Alert, alerts_path, dispatch, read_alerts
+from streamwarden.alerts import Alert, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.up import AirflowApi
 from streamwarden.tables.location import RECORDS
 from streamwarden.tables.reading import summarize
 from streamwarden.validation.findings import Finding, FindingClass
-from streamwarden.validation.report import ValidationReport, validation_folder, write_report
+from streamwarden.validation.report import ValidationReport, write_report
 from streamwarden.warden.decision import recovery_action
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.status import read_status
@@ -106,7 +106,7 @@ def failed_validation(settings: Any, version: int) -> None:
     now = datetime.now(UTC).isoformat()
     report = ValidationReport("e2e-failed", now, now, ("coverage",), {RECORDS: version}, None, (), (), (),
                               (Finding(FindingClass.GAP, RECORDS, "x", 0, ((3, 4),), 1, "offset 3 missing"),), ())
-    write_report(validation_folder(settings.root("run")), report)
+    write_report(settings.run_paths.validation, report)
 
 
 @dataclass
@@ -170,7 +170,7 @@ def test_the_streamwarden_page(platform: Platform, tmp_path: Path) -> None:
                                   details={"available": [40, 900]})
         dispatch(Alert("critical", "stream failed: DATA_LOSS (drill)", {"label": "FAILED(DATA_LOSS)"},
                        "DATA_LOSS", failure.to_json(), {}, recovery_action(FailureClass.DATA_LOSS, failure),
-                       source="stream_supervisor/e2e"), [], alerts_path(settings))
+                       source="stream_supervisor/e2e"), [], settings.run_paths.alerts)
 
         # A person: log in, open the page from the navigation, read the figures.
         driver = headless_chromium()
@@ -257,6 +257,6 @@ def test_supervisor_triggered_through_rest_brings_a_stopped_stream_back(platform
 
     holder = running_holder(settings)
     assert holder is not None, "the supervisor brought the stream back"
-    restarted = [a for a in read_alerts(alerts_path(settings)) if a["summary"].startswith("stream restarted")]
+    restarted = [a for a in read_alerts(settings.run_paths.alerts) if a["summary"].startswith("stream restarted")]
     assert [a["source"] for a in restarted] == [f"stream_supervisor/{run_id}"]
     assert restarted[0]["verdict"]["label"] == "DEAD"

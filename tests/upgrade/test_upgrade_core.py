@@ -38,12 +38,12 @@ TAGGED = "upgrade_handlers:TaggedReconstruction"
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("STREAMWARDEN_HOME", str(tmp_path / "home"))
     made = load_settings()
-    (made.home / "releases").mkdir(parents=True)
+    (made.home_paths.releases).mkdir(parents=True)
     return made
 
 
 def _release(settings: Settings, name: str, text: str) -> None:
-    (settings.home / "releases" / f"{name}.yaml").write_text(text)
+    (settings.home_paths.releases / f"{name}.yaml").write_text(text)
 
 
 def test_every_bad_param_is_named_at_once_before_anything_is_read(settings: Settings, tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_a_release_is_a_file_inside_the_releases_folder_with_settings_a_release_
         settings: Settings, tmp_path: Path) -> None:
     outside = tmp_path / "outside.yaml"
     outside.write_text("trigger_interval: 2s\n")
-    (settings.home / "releases" / "escape.yaml").symlink_to(outside)
+    (settings.home_paths.releases / "escape.yaml").symlink_to(outside)
     with pytest.raises(ConfigError, match="outside the releases folder"):
         request_from_params({"release": "escape"}, settings)
     with pytest.raises(ConfigError, match="no such file"):
@@ -95,7 +95,7 @@ def test_the_installed_releases_are_what_upgrade_streams_form_offers(settings: S
     assert installed_releases(settings) == []
     _release(settings, "v2", "trigger_interval: 2s\n")
     _release(settings, "v10", "trigger_interval: 2s\n")
-    (settings.home / "releases" / "notes.txt").write_text("not a release")
+    (settings.home_paths.releases / "notes.txt").write_text("not a release")
     assert installed_releases(settings) == ["v10", "v2"]
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags" / "upgrade_stream.py"))
     release = bag.dags["upgrade_stream"].params.get_param("release")

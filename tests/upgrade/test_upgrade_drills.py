@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
@@ -104,7 +104,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
     use_stream_env(monkeypatch, env, WARDEN)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
     settings = settings_of(env)
-    releases = settings.home / "releases"
+    releases = settings.home_paths.releases
     releases.mkdir(parents=True)
     for name, text in RELEASES.items():
         (releases / f"{name}.yaml").write_text(text)
@@ -152,7 +152,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
 
 
 def _alerts(settings: Settings, status: str) -> list[dict[str, Any]]:
-    return [a for a in read_alerts(alerts_path(settings)) if a["verdict"].get("label", "").startswith(status)]
+    return [a for a in read_alerts(settings.run_paths.alerts) if a["verdict"].get("label", "").startswith(status)]
 
 
 def test_a_dry_run_checks_and_changes_nothing(drill: Drill) -> None:

@@ -42,7 +42,8 @@ def test_the_watch_waits_for_the_first_batch_then_wants_a_commit(tmp_path: Path,
     journal.put("started", {"pid": os.getpid(), "at": time.time(), "last_commit": 0})
     t0 = time.time()
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):
-        write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
+        write_heartbeat(settings.run_paths.heartbeat,
+                        Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
         assert not steps.watch(settings, WARDEN, journal, minutes=0.25, now=t0).done  # the window opens
         looked = steps.watch(settings, WARDEN, journal, minutes=0.25, now=t0 + 20)
         assert not looked.done and "first batch is still running" in looked.reason, looked.reason
@@ -50,7 +51,7 @@ def test_the_watch_waits_for_the_first_batch_then_wants_a_commit(tmp_path: Path,
 
         time.sleep(0.05)
         _commit(settings.checkpoint_location, 1, {topic: {"0": ends[topic][0]}})
-        write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", os.getpid(), batch_id=1,
+        write_heartbeat(settings.run_paths.heartbeat, Heartbeat("progress", "q", "r", os.getpid(), batch_id=1,
                                                            trigger_interval_s=1.0, process_batches=1))
         looked = steps.watch(settings, WARDEN, journal, minutes=0.25, now=t0 + 21)
         assert looked.done and looked.healthy, looked.reason
@@ -62,6 +63,7 @@ def test_a_first_batch_past_the_grace_is_hung(tmp_path: Path, broker: LocalBroke
     journal = Journal.open(settings, "drill")
     journal.put("started", {"pid": os.getpid(), "at": time.time(), "last_commit": None})
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):
-        write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
+        write_heartbeat(settings.run_paths.heartbeat,
+                        Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
         looked = steps.watch(settings, WARDEN, journal, minutes=0.25, now=time.time() + 61)
     assert looked.done and not looked.healthy and looked.verdict.overall is Overall.HUNG, looked.reason

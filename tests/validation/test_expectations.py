@@ -117,7 +117,7 @@ def test_clean_tables_pass_and_the_report_links_the_data_docs(settings: Settings
     assert report.passed, report.text()
     assert Check.EXPECTATIONS.value in report.checks and recorded.last_validated is not None
     docs = Path(str(report.data_docs))
-    assert docs == settings.root("run") / "data_docs" / "index.html" and docs.is_file()
+    assert docs == settings.run_paths.data_docs / "index.html" and docs.is_file()
     assert set(report.data_docs_pages) == {SESSION_ROWS, f"{SESSION_ROWS}.schema", QUARANTINE,
                                            f"{QUARANTINE}.schema", "partitions"}
     assert all(Path(page).is_file() for page in report.data_docs_pages.values())

@@ -40,7 +40,7 @@ from drills import (
     unexpected_rows,
 )
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import delete_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
@@ -114,7 +114,7 @@ class Drill:
         assert report["findings"][:50] == summary["findings"]  # the summary shows the first findings of the file
         assert report["classes"] == summary["classes"] and report["run_id"] == summary["run_id"]
         return Validated({k: ti.state for k, ti in instances.items()}, summary, path, report,
-                         read_alerts(alerts_path(settings_of(env))), settings_of(env))
+                         read_alerts(settings_of(env).run_paths.alerts), settings_of(env))
 
 
 @pytest.fixture()
@@ -180,7 +180,7 @@ def test_the_output_of_a_run_with_kill9s_passes_every_check(drill: Drill) -> Non
     assert all(h["kafka"] == h["tables"] for h in result.report["audit"]) and result.report["audit"]
     assert {(h["topic"], h["partition"]) for h in result.report["audit"]} >= {
         (t, p) for t in run.main for p in run.ends[t]}
-    validated = last_validated(validation_folder(result.settings.root("run")))
+    validated = last_validated(result.settings.run_paths.validation)
     assert validated is not None
     assert {name: entry["version"] for name, entry in validated["tables"].items()} == summary["versions"]
 
@@ -225,7 +225,7 @@ def test_a_file_removed_from_the_log_is_a_gap_naming_its_offsets(drill: Drill) -
     assert pinned.states == dict.fromkeys(STEPS, "success") and pinned.summary["passed"]
     assert set(pinned.summary["checks"]) == {"coverage", "expectations", "content"}
     assert pinned.summary["versions"] == before
-    validated = last_validated(validation_folder(pinned.settings.root("run")))
+    validated = last_validated(pinned.settings.run_paths.validation)
     assert validated is not None
     assert {name: entry["version"] for name, entry in validated["tables"].items()} == before
     assert len(pinned.alerts) == 1  # the gap's, no other

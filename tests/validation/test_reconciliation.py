@@ -31,7 +31,7 @@ from streamwarden.settings_loading import SettingsError
 from streamwarden.tables.location import QUARANTINE, RECORDS, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import Finding, FindingClass
-from streamwarden.validation.report import LAST_VALIDATED, last_validated, validation_folder
+from streamwarden.validation.report import LAST_VALIDATED, last_validated
 from streamwarden.validation.request import Check, ValidationRequest
 from streamwarden.validation.settings import ValidationSettings, load_validation_settings
 from streamwarden.validation.steps import Recorded, run, validate
@@ -79,7 +79,7 @@ def test_clean_tables_pass_and_their_versions_are_recorded(settings: Settings) -
     assert figures[("sites-b", 0)].claimed == ((0, 33),) and figures[("sites-a", 1)].claimed == ((0, 40),)
     assert report.checkpoint is not None and report.checkpoint.committed_batch == 1
     assert "passed" in report.text().splitlines()[-1] and "sites-a" in report.text()
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     assert recorded.path.parent == folder and recorded.path.name.endswith("Z.json")
     assert stat.S_IMODE(recorded.path.stat().st_mode) == 0o600
     written = json.loads(recorded.path.read_text())
@@ -104,7 +104,7 @@ def test_a_file_removed_from_the_log_is_a_gap(settings: Settings) -> None:
     assert "no table holds a row" in gap.detail and "recover_stream" in gap.next_action
     assert not recorded.report.passed and recorded.report.versions[SESSION_ROWS] == 3
     assert recorded.last_validated is None
-    validated = last_validated(validation_folder(settings.root("run")))
+    validated = last_validated(settings.run_paths.validation)
     assert validated is not None and validated["tables"][SESSION_ROWS]["version"] == 2  # unchanged
     assert "FAILED GAP 1" in recorded.report.text()
     again = run(settings, OFFLINE, pinned({SESSION_ROWS: 1, QUARANTINE: 1}))  # an older version, still sound

@@ -13,7 +13,7 @@ from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import FindingClass
-from streamwarden.validation.report import ValidationReport, last_validated, validation_folder
+from streamwarden.validation.report import ValidationReport, last_validated
 from streamwarden.validation.request import Check, Rows, ValidationRequest
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.snapshot import pin
@@ -59,7 +59,7 @@ def test_a_run_after_a_passing_one_reads_the_offsets_above_its_floors_and_the_fi
         validated: Settings) -> None:
     commit(validated, BATCH_1, 1)
     tables = pin(validated, (SESSION_ROWS, QUARANTINE))
-    folder = validation_folder(validated.root("run"))
+    folder = validated.run_paths.validation
     window = choose_window(tables, last_validated(folder), folder)
     assert isinstance(window, Window)
     assert dict(window.floors) == {"sites-a": 60, "sites-b": 30}  # a topic's lowest end validated

@@ -17,7 +17,7 @@ from typing import NoReturn
 import pytest
 from test_stop import stand_in  # noqa: F401 - the stand-in stream fixture
 
-from streamwarden.alerts import LogNotifier, alerts_path, dispatch, read_alerts
+from streamwarden.alerts import LogNotifier, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import Settings, load_settings
@@ -40,7 +40,8 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture()
 def send(settings: Settings) -> SendAlert:
     """Delivers to the log and records in ``<run_root>/alerts.jsonl``, as the Airflow hook does."""
-    return partial(dispatch, backends=[LogNotifier(logging.getLogger("test.actions"))], record=alerts_path(settings))
+    return partial(dispatch, backends=[LogNotifier(logging.getLogger("test.actions"))],
+                   record=settings.run_paths.alerts)
 
 
 @pytest.fixture()
@@ -63,7 +64,7 @@ def _verdict(overall: Overall, pid: int | None = None, failure: FailureDocument 
 
 
 def _sent(settings: Settings) -> list[tuple[str, str, str]]:
-    return [(a["severity"], a["summary"], a["source"]) for a in read_alerts(alerts_path(settings))]
+    return [(a["severity"], a["summary"], a["source"]) for a in read_alerts(settings.run_paths.alerts)]
 
 
 def test_restart_stops_the_judged_stream_starts_a_new_one_and_records_each_start(
@@ -90,7 +91,7 @@ def test_a_stream_started_since_the_check_is_left_alone_unless_forced(
         left = restart_stream(settings, _verdict(Overall.DEAD), start=_never, stop=_never, send=send)
     assert left == RestartOutcome(False, os.getpid(), None)
     assert left.to_json() == {"started": False, "pid": os.getpid(), "startup_s": None, "stopped": None}
-    assert load_history(settings).starts == [] and read_alerts(alerts_path(settings)) == []
+    assert load_history(settings).starts == [] and read_alerts(settings.run_paths.alerts) == []
 
     running = launch("drain")()
     forced = restart_stream(settings, _verdict(Overall.DEAD), start=launch("drain"), stop=partial(_stop, settings),
@@ -110,7 +111,7 @@ def test_a_stream_started_between_stop_and_start_is_not_started_twice(settings: 
         outcome = restart_stream(settings, _verdict(Overall.DEAD), start=partial(start_stream_detached, settings),
                                  stop=stop_then_someone_starts, send=send)
     assert outcome == RestartOutcome(False, os.getpid(), StopOutcome(StopMethod.NOT_RUNNING, None, 0.0))
-    assert load_history(settings).starts == [] and read_alerts(alerts_path(settings)) == []
+    assert load_history(settings).starts == [] and read_alerts(settings.run_paths.alerts) == []
 
 
 def test_a_failed_launch_is_recorded_alerted_and_raised(settings: Settings, launch: Callable[[str], StartStream],
@@ -119,7 +120,7 @@ def test_a_failed_launch_is_recorded_alerted_and_raised(settings: Settings, laun
         restart_stream(settings, _verdict(Overall.DEAD), start=launch("die"), stop=partial(_stop, settings),
                        send=send, source="run1")
     assert len(load_history(settings).starts) == 1, "a failed launch counts towards the backoff and the breaker"
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert (alert["severity"], alert["summary"], alert["source"]) == ("critical", "stream launch failed (exit 1)",
                                                                       "run1")
     assert alert["next_action"] == f"read {failed.value.log_path}" and alert["verdict"]["label"] == "DEAD"
@@ -158,7 +159,7 @@ def test_an_open_breaker_is_alerted_once_per_last_start(settings: Settings, send
     save_history(settings, load_history(settings).with_start(now))  # a forced restart, and it died again
     after = alert_decision(settings, verdict, decide(verdict, load_history(settings), WARDEN, now + 1), send=send)
     assert after.alert.key == f"breaker@{now}" and not after.repeated
-    assert len(read_alerts(alerts_path(settings))) == 2
+    assert len(read_alerts(settings.run_paths.alerts)) == 2
 
 
 def test_a_degraded_stream_is_alerted_every_time(settings: Settings, send: SendAlert) -> None:

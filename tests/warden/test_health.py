@@ -44,7 +44,7 @@ def _commit(settings: Settings, batch: int, offsets: dict[str, dict[str, int]]) 
 def _beat(settings: Settings, batch: int, at: float | None = None, **fields: float) -> None:
     written = datetime.fromtimestamp(at or time.time(), UTC).isoformat()
     fields = {"batch_duration_ms": 500, "process_batches": 5, **fields}
-    write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", os.getpid(), batch_id=batch,
+    write_heartbeat(settings.run_paths.heartbeat, Heartbeat("progress", "q", "r", os.getpid(), batch_id=batch,
                                                        written_at=written, trigger_interval_s=1.0,
                                                        **fields))  # type: ignore[arg-type]
 
@@ -64,12 +64,12 @@ def test_not_running_is_dead_or_failed_with_its_class(settings: Settings) -> Non
     assert (verdict.overall, verdict.alive, verdict.restartable) == (Overall.DEAD, False, True)
     assert verdict.lag.partitions == [] and verdict.lag.broker_error is None
 
-    write_failure(settings.failure_path, FailureDocument(FailureClass.INTEGRITY, "gap", 82, "t", 0, 5))
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.INTEGRITY, "gap", 82, "t", 0, 5))
     verdict = _judge(settings)
     assert verdict.label == "FAILED(INTEGRITY)" and not verdict.restartable
     assert verdict.failure is not None and verdict.failure.offset == 5
     assert verdict.to_json()["failure"]["offset"] == 5 and verdict.to_json()["failure_class"] == "INTEGRITY"
-    write_failure(settings.failure_path, FailureDocument(FailureClass.ENVIRONMENT, "broker down", 75))
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.ENVIRONMENT, "broker down", 75))
     assert _judge(settings).restartable
 
 
@@ -202,7 +202,8 @@ def test_a_new_start_is_not_judged_stalled_before_its_first_commit(settings: Set
     _commit(settings, 0, {topic: {"0": 0, "1": 0}})  # a previous start committed nothing of them
     t0 = time.time()
     with CheckpointLease(settings.lease_path, settings.checkpoint_location):
-        write_heartbeat(settings.heartbeat_path, Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
+        write_heartbeat(settings.run_paths.heartbeat,
+                        Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
         for i in range(4):  # longer than the window, the first batch still running
             verdict = _judge(settings, now=t0 + 5 * i)
             assert verdict.lag.lag_status is LagStatus.STARTING, verdict.table()

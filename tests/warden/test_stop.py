@@ -75,7 +75,7 @@ def stand_in(tmp_path: Path, settings: Settings) -> Iterator[Callable[[str], Com
 
     def builder(mode: str) -> CommandBuilder:
         def build(s: Settings, application: Path) -> list[str]:
-            return [sys.executable, str(script), mode, str(s.lease_path), str(s.stop_marker_path)]
+            return [sys.executable, str(script), mode, str(s.lease_path), str(s.run_paths.stop_marker)]
         return build
 
     yield builder
@@ -84,8 +84,8 @@ def stand_in(tmp_path: Path, settings: Settings) -> Iterator[Callable[[str], Com
 
 def test_start_detached_then_drain(settings: Settings, stand_in: Callable[[str], CommandBuilder],
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    settings.stop_marker_path.parent.mkdir(parents=True)
-    settings.stop_marker_path.touch()  # stale marker from an earlier stop: must not stop the new stream
+    settings.run_paths.stop_marker.parent.mkdir(parents=True)
+    settings.run_paths.stop_marker.touch()  # stale marker from an earlier stop: must not stop the new stream
     pid = start_stream_detached(settings, build_command=stand_in("drain"), lease_timeout=30)
 
     assert read_status(settings).pid == pid
@@ -93,11 +93,11 @@ def test_start_detached_then_drain(settings: Settings, stand_in: Callable[[str],
     record = read_launch_record(settings)
     assert record is not None and record.pid == pid and record.leader_alive()
     assert "stand-in starting drain" in Path(record.log_path).read_text()
-    assert not settings.stop_marker_path.exists()
+    assert not settings.run_paths.stop_marker.exists()
 
     assert request_stop(settings, wait=20) == 0
     assert "stopped" in capsys.readouterr().out
-    assert not live([pid]) and not is_held(settings.lease_path) and not settings.stop_marker_path.exists()
+    assert not live([pid]) and not is_held(settings.lease_path) and not settings.run_paths.stop_marker.exists()
 
 
 def test_second_start_is_refused(settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
@@ -116,7 +116,7 @@ def test_stop_escalates(settings: Settings, stand_in: Callable[[str], CommandBui
     outcome = stop_stream(settings, drain_timeout=1, term_timeout=3)
     assert (outcome.method, outcome.pid) == (method, pid)
     assert not live([pid]) and not is_held(settings.lease_path)
-    assert not settings.stop_marker_path.exists(), "a marker the job never saw must not stop the next start"
+    assert not settings.run_paths.stop_marker.exists(), "a marker the job never saw must not stop the next start"
 
 
 def test_a_stopped_stream_is_killed_without_waiting_for_a_drain(settings: Settings,
@@ -143,7 +143,7 @@ def test_nothing_to_stop(settings: Settings, capsys: pytest.CaptureFixture[str])
     assert stop_stream(settings).method is StopMethod.NOT_RUNNING
     assert request_stop(settings, wait=1) == 0
     assert "not running" in capsys.readouterr().out
-    assert not settings.stop_marker_path.exists(), "a marker left behind would stop the next start at once"
+    assert not settings.run_paths.stop_marker.exists(), "a marker left behind would stop the next start at once"
 
 
 def test_launch_failure_carries_the_log_tail(settings: Settings,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_alerts import Receiver, receiver  # noqa: F401 - the loopback webhook fixture
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.broker import LocalBroker
 from streamwarden.processes import live
@@ -75,7 +75,7 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 
 def _stale(settings: Settings) -> bool:
     """The heartbeat is older than the progress limit (the floor, or 3 x the p99 batch when batches were slow)."""
-    beat = read_heartbeat(settings.heartbeat_path) or pytest.fail("no heartbeat")
+    beat = read_heartbeat(settings.run_paths.heartbeat) or pytest.fail("no heartbeat")
     limit = progress_limit(beat, settings.trigger_interval, load_warden_settings())
     return beat.age_seconds() > limit.seconds + 1
 
@@ -151,7 +151,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     _wait(_caught_up(settings, ends), 240, "records after the restart")
     report = verify_table(table, expected_ranges(ends))
     assert report.ok, report.summary()
-    restart_alerts = [a for a in read_alerts(alerts_path(settings)) if a["summary"].startswith("stream restarted")]
+    restart_alerts = [a for a in read_alerts(settings.run_paths.alerts) if a["summary"].startswith("stream restarted")]
     assert restart_alerts[-1]["verdict"]["label"] == "DEAD"
 
     # SIGSTOP the driver: hung, seen through the heartbeat's age; the stopped process is killed.
@@ -162,7 +162,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     assert states["restart_stream"] == "success", states
     assert not live([second]), "the stopped driver was killed"
     third = _holder_pid(settings)
-    hung = read_alerts(alerts_path(settings))[-1]
+    hung = read_alerts(settings.run_paths.alerts)[-1]
     assert hung["verdict"]["label"] == "HUNG" and hung["verdict"]["process_state"] == "stopped", hung
     assert any("heartbeat is" in r for r in hung["verdict"]["reasons"]), hung["verdict"]["reasons"]
     _wait(_caught_up(settings, ends), 240, "records after the hung restart")
@@ -178,7 +178,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     states = _supervise()
     assert states["escalate"] == "failed" and states["restart_stream"] == "skipped", states
     assert running_holder(settings) is None and len(load_history(settings).starts) == starts
-    breaker = read_alerts(alerts_path(settings))[-1]
+    breaker = read_alerts(settings.run_paths.alerts)[-1]
     assert breaker["severity"] == "critical" and "circuit breaker open" in breaker["summary"], breaker
     assert "force_restart" in breaker["next_action"]
 
@@ -202,7 +202,7 @@ def test_an_integrity_failure_is_not_restarted_but_alerted(
     states = _supervise()
     assert states["escalate"] == "failed" and states["restart_stream"] == "skipped", states
     assert running_holder(settings) is None and load_history(settings).starts == []
-    [alert] = read_alerts(alerts_path(settings))
+    [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "INTEGRITY" and alert["verdict"]["label"] == "FAILED(INTEGRITY)"
     assert alert["failure"]["message"].startswith("chaos: injected INTEGRITY")
     assert "STREAMWARDEN_ON_GAP=resync" in alert["next_action"] and alert["deliveries"]["webhook"] == "sent"
@@ -210,5 +210,5 @@ def test_an_integrity_failure_is_not_restarted_but_alerted(
 
     # The next run fails again (still red) but does not page twice for the same failure.
     states = _supervise()
-    assert states["escalate"] == "failed" and len(read_alerts(alerts_path(settings))) == 1
+    assert states["escalate"] == "failed" and len(read_alerts(settings.run_paths.alerts)) == 1
     assert len(receiver.received) == 1

@@ -38,7 +38,7 @@ def settings(tmp_path: Path) -> Settings:
 
 def _beat(settings: Settings, pid: int, batch_id: int | None, age: float = 0.0) -> None:
     written = datetime.fromtimestamp(time.time() - age, UTC).isoformat()
-    write_heartbeat(settings.heartbeat_path, Heartbeat("progress", "q", "r", pid, batch_id=batch_id,
+    write_heartbeat(settings.run_paths.heartbeat, Heartbeat("progress", "q", "r", pid, batch_id=batch_id,
                                                        written_at=written, trigger_interval_s=1.0))
 
 
@@ -104,7 +104,7 @@ def test_an_exit_document_is_reported_with_its_class_and_a_hold_keeps_the_watch_
     assert watch.look() is None, "held by a recovery: stopped on purpose"
     release_hold(settings, "recover_stream/run1")
 
-    write_failure(settings.failure_path, FailureDocument(FailureClass.INTEGRITY, "gap at t[0]", 82, "t", 0, 5))
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.INTEGRITY, "gap at t[0]", 82, "t", 0, 5))
     sighting = _round_trip(watch.look())
     assert (sighting.sign, sighting.pid) == (Sign.FAILED, pid)
     assert sighting.evidence == "exited with INTEGRITY (exit 82): gap at t[0]"

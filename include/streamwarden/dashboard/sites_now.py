@@ -10,7 +10,6 @@ from typing import Any
 from streamwarden.atomic import read_json
 from streamwarden.dashboard.model import SiteNow, Sites
 from streamwarden.restarts.reach import Cause
-from streamwarden.restarts.report import restarts_folder
 from streamwarden.restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
 from streamwarden.restarts.settings import RestartSettings
 from streamwarden.settings import Settings
@@ -29,14 +28,14 @@ def measure(settings: Settings, versions: dict[str, int], now: datetime) -> dict
     if QUARANTINE in versions:
         dead_location = TableLocation.of(settings, QUARANTINE)
         dead = dataset(dead_location.open(versions[QUARANTINE]), dead_location)
-    with bounded_connection(settings.root("run")) as con:
+    with bounded_connection(settings.run_paths.spill) as con:
         return measure_sites(con, rows, dead, now=now, session_timeout=settings.session_timeout)
 
 
 def last_restart_run(settings: Settings) -> dict[str, Any] | None:
     """The newest ``restart_sessions`` report, in short: when, passed, answered sites, sites that did not answer
     (``unanswered``) and sites whose answer the stream did not read (``unread``: it was not running, or behind)."""
-    folder = restarts_folder(settings.root("run"))
+    folder = settings.run_paths.session_restarts
     reports = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not reports:
         return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from streamwarden.alerts import alerts_path, read_alerts
+from streamwarden.alerts import read_alerts
 from streamwarden.dashboard.alerts_now import alerts_now
 from streamwarden.dashboard.model import Dashboard, Series, Sites, StreamNow, TableNow
 from streamwarden.dashboard.series import MAX_COMMITS, series
@@ -24,7 +24,6 @@ from streamwarden.dashboard.sites_now import measure, sites_now
 from streamwarden.dashboard.stream_now import stream_now
 from streamwarden.dashboard.tables_now import summaries, tables_now
 from streamwarden.maintenance.settings import MaintenanceSettings
-from streamwarden.recovery.steps import RECOVERIES_LOG
 from streamwarden.restarts.sessions import SiteSessions
 from streamwarden.restarts.settings import RestartSettings
 from streamwarden.secrets import scrub
@@ -78,7 +77,7 @@ def _section(errors: dict[str, str], name: str, read: Callable[[], T]) -> T | No
 
 def last_recovery(settings: Settings) -> dict[str, Any] | None:
     """The last line of ``run/recoveries.jsonl`` (the last recovery that changed the tables), or None."""
-    path = settings.root("run") / RECOVERIES_LOG
+    path = settings.run_paths.recoveries_log
     try:
         lines = [line for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
@@ -121,7 +120,7 @@ def snapshot(sources: Sources, now: float | None = None, memo: _Memo | None = No
         return sites_now(settings, found_tables, measured, sources.restarts, moment)
 
     found_sites = _section(errors, "sites", sites)
-    alerts = _section(errors, "alerts", lambda: alerts_now(read_alerts(alerts_path(settings)))) or []
+    alerts = _section(errors, "alerts", lambda: alerts_now(read_alerts(settings.run_paths.alerts))) or []
 
     def chart() -> Series:
         first = TableLocation.of(settings, pipeline_tables(settings)[0]).open_or_none()

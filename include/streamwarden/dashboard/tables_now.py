@@ -16,14 +16,14 @@ from streamwarden.maintenance.steps import maintenance_folder
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation, pipeline_tables
 from streamwarden.tables.reading import TableSummary, summarize
-from streamwarden.validation.report import LAST_VALIDATED, last_validated, validation_folder
+from streamwarden.validation.report import LAST_VALIDATED, last_validated
 
 Summarizer = Callable[[Settings, str], TableSummary]
 
 
 def latest_validation(settings: Settings) -> dict[str, Any] | None:
     """The newest validation report (``run/validation/<UTC time>.json``), or None before the first run."""
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     reports = sorted(p for p in folder.glob("*.json") if p.name != LAST_VALIDATED) if folder.is_dir() else []
     for path in reversed(reports):
         try:
@@ -54,7 +54,7 @@ def tables_now(settings: Settings, found_tables: dict[str, TableSummary], *, sma
     """Every table summarized, with its small files, maintenance and validation."""
     history = read_history(maintenance_folder(settings) / "history.jsonl")
     validation = latest_validation(settings)
-    validated = (last_validated(validation_folder(settings.root("run"))) or {}).get("tables", {})
+    validated = (last_validated(settings.run_paths.validation) or {}).get("tables", {})
     found = []
     for name, summary in found_tables.items():
         small = None if summary.head is None else _small_files(settings, name, summary.head.version,
@@ -88,7 +88,7 @@ def _small_files(settings: Settings, name: str, version: int, *, small_bytes: in
 def data_docs_file(settings: Settings, relative: str) -> Path | None:
     """A file of the Data Docs site (``<run_root>/data_docs/...``) by its path inside it; None for anything
     outside the site, missing, or not a path at all (a NUL byte, a name too long)."""
-    root = (settings.root("run") / "data_docs").resolve()
+    root = settings.run_paths.data_docs.resolve()
     try:
         target = (root / relative).resolve()
         return target if target.is_relative_to(root) and target.is_file() else None

@@ -23,7 +23,6 @@ from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TABLES, TableLocation
 
-ARCHIVE_FOLDER = "archive"
 KEEP = 3
 """Archives kept (the newest); older ones are deleted when a new one is made."""
 ROOTS: tuple[Literal["checkpoint", "output", "state", "run"], ...] = ("checkpoint", "output", "state", "run")
@@ -43,10 +42,6 @@ class Archived:
                 f"(the newest {KEEP} archives are kept{older})")
 
 
-def archive_root(settings: Settings) -> Path:
-    return settings.home / ARCHIVE_FOLDER
-
-
 def archive_previous_state(settings: Settings, now: datetime) -> Archived | None:
     """Move every state root that holds something into ``<home>/archive/<now>/<root>``; None when none does.
 
@@ -56,18 +51,18 @@ def archive_previous_state(settings: Settings, now: datetime) -> Archived | None
     _refuse_remote_tables(settings)
     roots = {name: settings.root(name) for name in ROOTS if _local(settings, name)}
     for name, path in roots.items():
-        if archive_root(settings).is_relative_to(path):
-            raise ConfigError(f"STREAMWARDEN_{name.upper()}_ROOT {path} contains {archive_root(settings)}: "
+        if settings.home_paths.archive.is_relative_to(path):
+            raise ConfigError(f"STREAMWARDEN_{name.upper()}_ROOT {path} contains {settings.home_paths.archive}: "
                               "`streamwarden up` archives each root there; give the root a folder of its own")
     present = {name: path for name, path in roots.items() if path.is_dir() and any(path.iterdir())}
     if not present:
         return None
-    folder = _new_folder(archive_root(settings), now)
+    folder = _new_folder(settings.home_paths.archive, now)
     for name, path in present.items():
         shutil.move(path, folder / name)  # a rename on one filesystem; a copy, then delete, across two
     write_json_atomic(folder / "archived.json", {"archived_at": now.isoformat(),
                                                  "from": {name: str(path) for name, path in present.items()}})
-    return Archived(folder, tuple(present), tuple(_prune(archive_root(settings))))
+    return Archived(folder, tuple(present), tuple(_prune(settings.home_paths.archive)))
 
 
 def _local(settings: Settings, name: str) -> bool:

@@ -25,7 +25,7 @@ def supervisor_forecast(settings: Settings, warden: WardenSettings, *, paused: b
                         now: float | None = None) -> str:
     """``stream stopped (<why>); <what the supervisor does next>``."""
     now = time.time() if now is None else now
-    failure = read_failure(settings.failure_path)
+    failure = read_failure(settings.run_paths.failure)
     cause = (f"failed with {failure.failure_class.value}: {failure.message}" if failure is not None
              else "no failure recorded")
     if paused:

@@ -12,12 +12,9 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from pathlib import Path
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.settings import Settings
-
-PLATFORM_FILE = "platform.json"
 
 
 @dataclass(frozen=True)
@@ -32,13 +29,9 @@ class PlatformRecord:
         return datetime.fromisoformat(self.started_at)
 
 
-def platform_path(settings: Settings) -> Path:
-    return settings.root("run") / PLATFORM_FILE
-
-
 def write_platform_record(settings: Settings, started: datetime) -> PlatformRecord:
     record = PlatformRecord(started.isoformat(), os.getpid())
-    write_json_atomic(platform_path(settings), asdict(record))
+    write_json_atomic(settings.run_paths.platform, asdict(record))
     return record
 
 
@@ -46,7 +39,7 @@ def read_platform_record(settings: Settings) -> PlatformRecord | None:
     """The record, or None without one (no ``up`` on this run root) or when it is unreadable: a DAG must
     still parse, with its fixed start date."""
     try:
-        document = read_json(platform_path(settings))
+        document = read_json(settings.run_paths.platform)
         if document is None:
             return None
         record = PlatformRecord(**document)

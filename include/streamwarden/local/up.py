@@ -38,7 +38,7 @@ import psutil
 
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.airflow_api import TAG, AirflowApi, AirflowApiError
-from streamwarden.local.archive import KEEP, Archived, archive_previous_state, archive_root
+from streamwarden.local.archive import KEEP, Archived, archive_previous_state
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
 from streamwarden.local.broker_memory import DEMO_RATE, MIB, BrokerMemory, Level, Reading, default_limit, parse_size
 from streamwarden.local.clean_start import Parsing, end_previous_runs, parsed_since, pause_in_database
@@ -51,7 +51,6 @@ from streamwarden.logs.rolling import roll_if_full
 from streamwarden.processes import die_with_parent, group_members
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
-from streamwarden.upgrade.release import releases_folder
 from streamwarden.warden.launcher import REPO_ENV, log_tail, platform_env, repo_root, venv_bin
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.status import read_status
@@ -62,8 +61,6 @@ __all__ = ["AirflowApi", "LocalPlatform", "PlatformError", "PlatformOptions", "a
 SUPERVISOR_DAG = "stream_supervisor"
 AIRFLOW_BOOT_TIMEOUT = 300.0
 DAG_PARSE_TIMEOUT = 180.0
-LOCK_FILE = "up.lock"
-"""In the home, not the run root: the run root is archived while the lock is held."""
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -117,7 +114,7 @@ class LocalPlatform:
         self.repo = repo
         self.log_bounds = LogBounds.of(settings)
         self.logs = self.log_bounds.folder
-        self.airflow_home = settings.home / "airflow"
+        self.airflow_home = settings.home_paths.airflow
         self.broker: LocalBroker | None = None
         self.producer: subprocess.Popen[bytes] | None = None
         self.broker_memory = BrokerMemory(options.broker_memory_limit)
@@ -133,7 +130,7 @@ class LocalPlatform:
         home = self.settings.home
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         home.chmod(0o700)  # the Airflow password, database, logs and alerts live below it
-        with open(home / LOCK_FILE, "a+") as lock:
+        with open(self.settings.home_paths.up_lock, "a+") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -155,7 +152,7 @@ class LocalPlatform:
         pause_in_database(self.airflow_home / "airflow.db")
         os.environ[MARK] = str(self.settings.home)  # every process started from here on inherits it
         self.logs.mkdir(parents=True, exist_ok=True)
-        releases_folder(self.settings).mkdir(exist_ok=True)  # where upgrade_stream's releases are installed
+        self.settings.home_paths.releases.mkdir(exist_ok=True)  # where upgrade_stream's releases are installed
         write_platform_record(self.settings, self.started_at)
 
     def _run(self) -> int:
@@ -215,7 +212,7 @@ class LocalPlatform:
             f"  Airflow UI     {base_url}  (user {username!r}, password {password!r})",
             f"  Delta tables   {self.settings.output_location}  (list them: streamwarden tables)",
             f"  Logs           {self.logs}",
-            f"  Earlier runs   {archive_root(self.settings)}  (their state, the newest {KEEP} kept)",
+            f"  Earlier runs   {self.settings.home_paths.archive}  (their state, the newest {KEEP} kept)",
             "  Stop           Ctrl-C (drains the stream, then stops everything)",
             "",
         ]), flush=True)

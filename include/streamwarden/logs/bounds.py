@@ -30,7 +30,7 @@ class LogBounds:
 
     @classmethod
     def of(cls, settings: Settings) -> LogBounds:
-        return cls(settings.root("run") / "logs", settings.log_max_bytes, settings.log_backups,
+        return cls(settings.run_paths.logs, settings.log_max_bytes, settings.log_backups,
                    settings.log_max_age)
 
     @property

@@ -34,7 +34,7 @@ log = logging.getLogger("streamwarden.maintenance")
 
 def maintenance_folder(settings: Settings) -> Path:
     """``<run_root>/maintenance``: locks, the journal of the compaction in progress, the history."""
-    return settings.root("run") / "maintenance"
+    return settings.run_paths.maintenance
 
 
 def plan(settings: Settings, request: MaintenanceRequest) -> list[TablePlan]:

@@ -43,7 +43,7 @@ from streamwarden.tables.ranges import IntervalIndex, index_from_json, index_to_
 from streamwarden.tables.reading import read
 from streamwarden.tables.restore import undone_offsets
 from streamwarden.tables.sql import bounded_connection
-from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.validation.report import last_validated
 from streamwarden.validation.snapshot import pin
 
 RATE_HISTORY = 500
@@ -174,7 +174,7 @@ def target_versions(settings: Settings, request: RecoveryRequest) -> dict[str, i
     if request.target is Target.OFFSETS:
         return {}
     if request.target is Target.LAST_VALIDATED:
-        document = last_validated(validation_folder(settings.root("run"))) or {"tables": {}}
+        document = last_validated(settings.run_paths.validation) or {"tables": {}}
         versions = {name: int(entry["version"]) for name, entry in document["tables"].items() if name in names}
         missing = [name for name in names if name not in versions and TableLocation.of(settings, name).exists()]
         if missing:
@@ -285,7 +285,7 @@ def _rebuild_starts(settings: Settings, versions: Mapping[str, int], now: dateti
         return {}
     rows = read(settings, SESSION_ROWS, versions.get(SESSION_ROWS))
     cutoff = int((now.timestamp() - settings.session_timeout) * 1e6)
-    with bounded_connection(settings.root("run")) as con:
+    with bounded_connection(settings.run_paths.spill) as con:
         con.register("rebuild_rows", rows)
         found = con.execute(f"""
             SELECT topic, "partition", max("offset") FILTER (WHERE {CLEAN_BOUNDARY}) AS clean,
@@ -315,7 +315,7 @@ def _refuse_unknown(request: RecoveryRequest, known: set[TopicPartition]) -> Non
 def _rate(settings: Settings) -> tuple[float | None, str]:
     """The replay's rate: the heartbeat's processed rate, else the last rate the Delta history measured (a
     stream that stopped, or restarted and died before its first batch, leaves a heartbeat without one)."""
-    beat = read_heartbeat(settings.heartbeat_path)
+    beat = read_heartbeat(settings.run_paths.heartbeat)
     if beat is not None and beat.processed_rows_per_second > 0:
         return beat.processed_rows_per_second, (f"the stream's last measured rate "
                                                 f"({beat.processed_rows_per_second:,.0f} records/s, batch "

@@ -54,23 +54,18 @@ from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
 from streamwarden.tables.lock import table_lock
 from streamwarden.tables.restore import Restored, restore_table
-from streamwarden.validation.report import LAST_VALIDATED, last_validated, validation_folder
+from streamwarden.validation.report import LAST_VALIDATED, last_validated
 from streamwarden.warden.launcher import running_holder
 
 log = logging.getLogger("streamwarden.recovery")
 _CLASSES: dict[FailureClass, type[StreamwardenError]] = {
     error.failure_class: error for error in (EnvironmentFailure, DataLossError, IntegrityError, MalformedDataError,
                                              ConfigError)}
-RECOVERIES_LOG = "recoveries.jsonl"
 
 
 def recovery_id(run_key: str, now: datetime) -> str:
     """A recovery's id: the plan's time and a digest of the run that made it."""
     return f"{now.astimezone(UTC):%Y%m%dT%H%M%S}-{hashlib.sha256(run_key.encode()).hexdigest()[:8]}"
-
-
-def recovery_folder(settings: Settings, recovery: str) -> Path:
-    return settings.root("run") / "recoveries" / recovery
 
 
 def _refuse_pending_compaction(settings: Settings) -> None:
@@ -90,7 +85,7 @@ def plan(settings: Settings, request: RecoveryRequest, *, run_key: str, now: dat
     _refuse_pending_compaction(settings)
     moment = now or datetime.now(UTC)
     made = make_plan(settings, request, recovery_id=recovery_id(run_key, moment), now=moment)
-    folder = recovery_folder(settings, made.recovery_id)
+    folder = settings.run_paths.recovery(made.recovery_id)
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / "plan.json", made.to_json())
     log.info("recovery plan (%s):\n%s", "dry run: nothing changes" if request.dry_run else "waits for approval",
@@ -102,7 +97,7 @@ def hold_and_stop(settings: Settings, approved: RecoveryPlan, *, owner: str, sto
                   ) -> RecoveryPlan:
     """Step 2: hold, stop, plan again with the approved versions; the plan to execute."""
     take_hold(settings, owner, f"recover_stream {approved.recovery_id} to {approved.request.describe()}")
-    folder = recovery_folder(settings, approved.recovery_id)
+    folder = settings.run_paths.recovery(approved.recovery_id)
     executed = read_json(folder / "executed.json")
     if executed is not None:
         log.info("re-run: executing the plan made after the stop (%s)", folder / "executed.json")
@@ -136,8 +131,8 @@ def archive_checkpoint(settings: Settings, executed: RecoveryPlan) -> Path | Non
                           "it: stop it, then re-run this task", details={"pid": holder.pid})
     target = archive_path(settings, executed)
     source = settings.checkpoint_location
-    if settings.failure_path.exists():
-        os.replace(settings.failure_path, recovery_folder(settings, executed.recovery_id) / "last_failure.json")
+    if settings.run_paths.failure.exists():
+        os.replace(settings.run_paths.failure, settings.run_paths.recovery(executed.recovery_id) / "last_failure.json")
     if target.exists():
         log.info("checkpoint already archived at %s", target)
     elif source.exists():
@@ -167,7 +162,7 @@ def restore_tables(settings: Settings, executed: RecoveryPlan) -> list[Restored]
 def _follow_restore(settings: Settings, restored: list[Restored]) -> None:
     """A restored table's validated version moves to the restore commit when the target was the validated one;
     validated versions after the target are dropped (their content is undone)."""
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     document = last_validated(folder)
     if document is None:
         return
@@ -208,7 +203,7 @@ def seed_checkpoint(settings: Settings, executed: RecoveryPlan) -> dict[str, dic
 
 
 def _record(settings: Settings, executed: RecoveryPlan) -> None:
-    path = settings.root("run") / RECOVERIES_LOG
+    path = settings.run_paths.recoveries_log
     if path.exists() and any(json.loads(line).get("recovery_id") == executed.recovery_id
                              for line in path.read_text().splitlines() if line.strip()):
         return
@@ -228,7 +223,7 @@ def caught_up(settings: Settings, executed: RecoveryPlan) -> tuple[bool, dict[st
     nothing to replay needs no batch); the partitions still behind. A stream that stopped with a failure
     document raises its class at once (there is nothing to wait for); one that stopped without one is left to
     the warden, which restarts it."""
-    failure = read_failure(settings.failure_path)
+    failure = read_failure(settings.run_paths.failure)
     if failure is not None and running_holder(settings) is None:
         raise _CLASSES.get(failure.failure_class, StreamwardenError)(
             f"the stream stopped during the replay: {failure.message}", topic=failure.topic,
@@ -244,6 +239,6 @@ def caught_up(settings: Settings, executed: RecoveryPlan) -> tuple[bool, dict[st
 def write_report(settings: Settings, planned: dict[str, Any] | None, outcome: dict[str, Any]) -> Path:
     """The run's outcome as ``report.json`` in the recovery's folder (``<run_root>/recoveries/`` without a plan)."""
     recovery = planned["recovery_id"] if planned else "unplanned-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    path = recovery_folder(settings, recovery) / "report.json"
+    path = settings.run_paths.recovery(recovery) / "report.json"
     write_json_atomic(path, {"plan": planned, **outcome, "reported_at": datetime.now(UTC).isoformat()})
     return path

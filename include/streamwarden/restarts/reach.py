@@ -106,7 +106,7 @@ def stream_during(settings: Settings) -> StreamDuring:
     at = None if last is None else datetime.fromtimestamp(
         (settings.checkpoint_location / "commits" / str(last)).stat().st_mtime, UTC)
     holder = running_holder(settings)
-    failure = read_failure(settings.failure_path)
+    failure = read_failure(settings.run_paths.failure)
     return StreamDuring(at, last, None if holder is None else holder.pid,
                         None if failure is None else f"{failure.failure_class.value}: {failure.message[:200]}")
 

@@ -22,11 +22,6 @@ from streamwarden.restarts.reach import Cause, SiteReach, StreamDuring
 from streamwarden.restarts.sessions import Answer, SiteLoss, SiteSessions
 
 
-def restarts_folder(run_root: Path) -> Path:
-    """``<run_root>/restarts``: one report per run."""
-    return run_root / "restarts"
-
-
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "-"

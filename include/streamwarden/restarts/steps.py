@@ -26,7 +26,7 @@ import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 from streamwarden.control.channel import ensure_control_topic, publish_commands
 from streamwarden.restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan, stream_sites
 from streamwarden.restarts.reach import reach, stream_during
-from streamwarden.restarts.report import RestartReport, previous_restarts, restarts_folder, write_report
+from streamwarden.restarts.report import RestartReport, previous_restarts, write_report
 from streamwarden.restarts.request import RestartRequest
 from streamwarden.restarts.sessions import Answer, find_answers, measure_losses, measure_sites
 from streamwarden.restarts.settings import RestartSettings
@@ -64,7 +64,7 @@ def look(settings: Settings, plan: RestartPlan) -> dict[str, Answer]:
     rows = _newest(settings, SESSION_ROWS)
     if rows is None:
         return {}
-    with bounded_connection(settings.root("run")) as con:
+    with bounded_connection(settings.run_paths.spill) as con:
         return find_answers(con, rows, [t.request_id for t in plan.turns])
 
 
@@ -83,10 +83,10 @@ def report(settings: Settings, restarts: RestartSettings, plan: RestartPlan, *, 
     """Step 4: the report of the run, written, and its path."""
     checked_at = now or datetime.now(UTC)
     rows, dead = _newest(settings, SESSION_ROWS), _newest(settings, QUARANTINE)
-    folder = restarts_folder(settings.root("run"))
+    folder = settings.run_paths.session_restarts
     targeted = {t.site for t in plan.turns}
     since = {site: at for site, at in previous_restarts(folder, plan.created_at).items() if site in targeted}
-    with bounded_connection(settings.root("run")) as con:
+    with bounded_connection(settings.run_paths.spill) as con:
         answers = {} if rows is None else find_answers(con, rows, [t.request_id for t in plan.turns])
         sites = {} if rows is None else measure_sites(con, rows, dead, now=checked_at,
                                                       session_timeout=settings.session_timeout)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.failures import ConfigError
@@ -42,12 +41,8 @@ class Hold:
         return f"held stopped by {self.owner} since {self.since}: {self.reason}"
 
 
-def hold_path(settings: Settings) -> Path:
-    return settings.root("run") / "hold.json"
-
-
 def read_hold(settings: Settings) -> Hold | None:
-    document = read_json(hold_path(settings))
+    document = read_json(settings.run_paths.hold)
     return None if document is None else Hold(**document)
 
 
@@ -61,7 +56,7 @@ def take_hold(settings: Settings, owner: str, reason: str) -> Hold:
     if held is not None:
         return held
     hold = Hold(owner, reason, datetime.now(UTC).isoformat(timespec="seconds"))
-    write_json_atomic(hold_path(settings), asdict(hold))
+    write_json_atomic(settings.run_paths.hold, asdict(hold))
     return hold
 
 
@@ -73,7 +68,7 @@ def release_hold(settings: Settings, owner: str | None) -> Hold | None:
         return None
     if owner is not None and held.owner != owner:
         raise StreamHeldError(f"the stream is {held.describe()}, not by {owner}", details=asdict(held))
-    hold_path(settings).unlink(missing_ok=True)
+    settings.run_paths.hold.unlink(missing_ok=True)
     return held
 
 

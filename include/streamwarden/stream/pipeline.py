@@ -73,7 +73,7 @@ def source_options(settings: Settings, layout: StateLayout | None = None) -> dic
         options.update({
             "highWatermarkSource": settings.high_watermark_source,
             "failOnTopicDeletion": str(settings.integrity_tier == "strict").lower(),
-            "stopMarkerPath": str(settings.stop_marker_path),
+            "stopMarkerPath": str(settings.run_paths.stop_marker),
             "initialOffsetsPath": str(settings.checkpoint_location / INITIAL_OFFSETS_FILE),
             "readTimeout": str(settings.read_timeout),
             "watermarkTimeout": str(settings.watermark_timeout),

@@ -76,9 +76,9 @@ def run_stream(settings: Settings) -> int:
     configure_job_logging(LogBounds.of(settings), py4j_info=settings.log_py4j)  # the holder alone rolls them
     log.info("lease taken: %s", holder)
     try:
-        settings.stop_marker_path.unlink(missing_ok=True)
-        if settings.failure_path.exists():
-            settings.failure_path.replace(settings.failure_path.with_name("previous_failure.json"))
+        settings.run_paths.stop_marker.unlink(missing_ok=True)
+        if settings.run_paths.failure.exists():
+            settings.run_paths.failure.replace(settings.run_paths.failure.with_name("previous_failure.json"))
         check_before_spark(settings)
         return _run(settings)
     except BaseException as exc:
@@ -86,7 +86,7 @@ def run_stream(settings: Settings) -> int:
             log.warning("interrupted")
             return 130
         document = classify(exc)
-        write_failure(settings.failure_path, document)
+        write_failure(settings.run_paths.failure, document)
         log.error("stream failed (%s, exit %d): %s", document.failure_class, document.exit_code,
                   scrub(document.message))
         return document.exit_code
@@ -136,15 +136,15 @@ def _run(settings: Settings) -> int:
 
     spark = build_spark_session(settings)
     route_jvm_logs(spark, write_log4j2_config(LogBounds.of(settings)))
-    spark.streams.addListener(HeartbeatListener(settings.heartbeat_path, settings.trigger_interval,
+    spark.streams.addListener(HeartbeatListener(settings.run_paths.heartbeat, settings.trigger_interval,
                                                 settings.checkpoint_location))
     query = start_query(spark, settings)
     log.info("query %s started (run %s)", query.id, query.runId)
     try:
         while query.isActive:
-            if settings.stop_marker_path.exists():
+            if settings.run_paths.stop_marker.exists():
                 _drain(query, settings)
-                settings.stop_marker_path.unlink(missing_ok=True)
+                settings.run_paths.stop_marker.unlink(missing_ok=True)
                 log.info("drained and stopped")
                 return 0
             query.awaitTermination(1)

@@ -22,20 +22,19 @@ MEMORY_LIMIT = "256MB"
 
 
 @contextlib.contextmanager
-def bounded_connection(run_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """An in-memory DuckDB connection holding at most :data:`MEMORY_LIMIT`, spilling under ``run_root`` (where
-    that cannot be written, as on an API server without the run root, it does not spill: a query needing more
-    fails with DuckDB's out-of-memory error)."""
+def bounded_connection(spill: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB connection holding at most :data:`MEMORY_LIMIT`, spilling to a folder of its own under
+    ``spill`` (the run root's ``spill``; where that cannot be written, as on an API server without the run root,
+    it does not spill: a query needing more fails with DuckDB's out-of-memory error)."""
     config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": MEMORY_LIMIT, "temp_directory": ""}
-    spill: Path | None = None
+    own: Path | None = None
     with contextlib.suppress(OSError):
-        parent = run_root / "spill"
-        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        spill = Path(tempfile.mkdtemp(dir=parent))
-        config["temp_directory"] = str(spill)
+        spill.mkdir(mode=0o700, parents=True, exist_ok=True)
+        own = Path(tempfile.mkdtemp(dir=spill))
+        config["temp_directory"] = str(own)
     try:
         with duckdb.connect(config=config) as con:
             yield con
     finally:
-        if spill is not None:
-            shutil.rmtree(spill, ignore_errors=True)
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)

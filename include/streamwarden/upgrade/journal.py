@@ -35,10 +35,6 @@ def run_key(run_id: str) -> str:
     return _UNSAFE.sub("-", run_id).strip("-.")[:120] or "run"
 
 
-def upgrades_folder(settings: Settings) -> Path:
-    return settings.root("run") / "upgrades"
-
-
 @dataclass
 class Journal:
     """One run's journal, read at open; :meth:`put` writes an entry through at once."""
@@ -49,7 +45,7 @@ class Journal:
 
     @classmethod
     def open(cls, settings: Settings, key: str) -> Journal:
-        path = upgrades_folder(settings) / key / "journal.json"
+        path = settings.run_paths.upgrades / key / "journal.json"
         document = read_json(path) or {"key": key, "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
         return cls(path, key, document)
 

@@ -37,7 +37,6 @@ from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings, load_settings
 from streamwarden.settings_loading import SettingsError, unknown_names
 
-RELEASES_FOLDER = "releases"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PINNED: dict[str, str] = {
     "home": "the folders of the tables, the checkpoint and the run files",
@@ -75,19 +74,11 @@ class Release:
                    str(document.get("path", "")))
 
 
-def releases_folder(settings: Settings) -> Path:
-    return settings.home / RELEASES_FOLDER
-
-
 def installed_releases(settings: Settings) -> list[str]:
     """The names of the releases installed under the releases folder, sorted (none when it does not exist)."""
-    folder = releases_folder(settings)
+    folder = settings.home_paths.releases
     return sorted(p.stem for p in folder.glob("*.yaml") if p.is_file() and NAME.match(p.stem)) \
         if folder.is_dir() else []
-
-
-def active_path(settings: Settings) -> Path:
-    return settings.root("run") / "release" / "active.json"
 
 
 def release_path(settings: Settings, name: str) -> Path:
@@ -96,7 +87,7 @@ def release_path(settings: Settings, name: str) -> Path:
     if not isinstance(name, str) or not NAME.match(name) or ".." in name:
         raise ConfigError(f"release {name!r} is not a release name (1-64 of A-Z a-z 0-9 . _ -, starting with a "
                           "letter or digit; no path)")
-    folder = releases_folder(settings).resolve()
+    folder = settings.home_paths.releases.resolve()
     path = (folder / f"{name}.yaml").resolve()
     if path.parent != folder:
         raise ConfigError(f"release {name!r} resolves to {path}, outside the releases folder {folder}")
@@ -111,7 +102,7 @@ def read_release(settings: Settings, name: str) -> Release:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file; install it under {releases_folder(settings)}") from None
+        raise ConfigError(f"{where}: no such file; install it under {settings.home_paths.releases}") from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot be read ({exc.strerror or exc})") from None
     try:
@@ -159,7 +150,7 @@ class ActiveRelease:
 
 def read_active(settings: Settings) -> ActiveRelease | None:
     """The active release, or None when the base settings are in force."""
-    document = read_json(active_path(settings))
+    document = read_json(settings.run_paths.active_release)
     return None if document is None else ActiveRelease.from_json(document)
 
 
@@ -168,13 +159,13 @@ def activate(settings: Settings, release: Release | None, *, owner: str) -> Acti
     Activating the release already active changes nothing (a re-run)."""
     current = read_active(settings)
     if release is None:
-        active_path(settings).unlink(missing_ok=True)
+        settings.run_paths.active_release.unlink(missing_ok=True)
         return None
     if current is not None and current.release == release:
         return current
     active = ActiveRelease(release, datetime.now(UTC).isoformat(timespec="seconds"), owner,
                            None if current is None else current.release)
-    write_json_atomic(active_path(settings), active.to_json())
+    write_json_atomic(settings.run_paths.active_release, active.to_json())
     return active
 
 
@@ -185,8 +176,8 @@ def settings_of(base: Settings, release: Release | None) -> Settings:
     try:
         return load_settings(**release.overrides)
     except SettingsError as exc:
-        raise SettingsError(f"the active release {release.name!r} ({active_path(base)}) is no longer valid with "
-                            f"these settings:\n{exc}") from None
+        raise SettingsError(f"the active release {release.name!r} ({base.run_paths.active_release}) is no longer "
+                            f"valid with these settings:\n{exc}") from None
 
 
 def load_release_settings() -> Settings:

@@ -141,11 +141,6 @@ class ValidationReport:
         return "\n".join(text)
 
 
-def validation_folder(run_root: Path) -> Path:
-    """``<run_root>/validation``: one report per run, and the last validated versions."""
-    return run_root / "validation"
-
-
 def write_report(folder: Path, report: ValidationReport) -> Path:
     """Write the report as ``<folder>/<UTC time>.json`` (0600; the folder 0700); its path."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)

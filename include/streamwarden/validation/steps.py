@@ -50,7 +50,6 @@ from streamwarden.validation.report import (
     ValidationReport,
     last_validated,
     record_last_validated,
-    validation_folder,
     write_report,
 )
 from streamwarden.validation.request import Check, Rows, ValidationRequest, default_request, skipped_because
@@ -96,14 +95,14 @@ def validate(settings: Settings, validation: ValidationSettings, request: Valida
     notes += [f"check {c.value} skipped: {skipped_because(c, validation)}" for c in Check if c not in request.checks]
     upstream: tuple[PartitionUpstream, ...] = ()
     hours: tuple[HourCount, ...] = ()
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     shares = {t.name: ContentShare.of(folder, t.name, validation.content_mib) for t in tables}
     storage = {t.name: t.check_storage(shares[t.name].choose if request.wants(Check.CONTENT) else None)
                for t in tables}
     findings = [storage_finding(problem) for checked in storage.values() for problem in checked.problems]
     content = tuple(covered for name, checked in storage.items() if (covered := shares[name].coverage(name, checked)))
     window, coverage_read = _window(tables, request, folder)
-    with bounded_connection(settings.root("run")) as con:
+    with bounded_connection(settings.run_paths.spill) as con:
         coverage = check_coverage(tables, row_key=validation.row_key_columns, max_ranges=validation.max_ranges,
                                   more_partitions=() if request.pinned else position.committed, connection=con,
                                   window=window)
@@ -184,7 +183,7 @@ def _since(settings: Settings, request: ValidationRequest) -> dict[str, int]:
     or asks for every row."""
     if request.pinned or request.rows is Rows.ALL:
         return {}
-    tables = (last_validated(validation_folder(settings.root("run"))) or {}).get("tables", {})
+    tables = (last_validated(settings.run_paths.validation) or {}).get("tables", {})
     return {name: int(entry["version"]) for name, entry in tables.items() if isinstance(entry.get("version"), int)}
 
 
@@ -227,7 +226,7 @@ def _audit(settings: Settings, validation: ValidationSettings, con: duckdb.DuckD
 
 def record(settings: Settings, report: ValidationReport) -> Recorded:
     """Step 3: the report file, and the last validated versions when the run passed."""
-    folder = validation_folder(settings.root("run"))
+    folder = settings.run_paths.validation
     path = write_report(folder, report)
     return Recorded(report, path, record_last_validated(folder, report, path))
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamwarden.alerts import Alert, alerts_path, already_sent
+from streamwarden.alerts import Alert, already_sent
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.settings import Settings
 from streamwarden.warden.decision import Action, Decision
@@ -86,7 +86,7 @@ def restart_stream(settings: Settings, verdict: HealthVerdict, *, start: StartSt
         return RestartOutcome(False, holder.pid, None)
     log.info("restarting the stream (%s; reason: %s)", verdict.label, reason or "scheduled check")
     # nothing ever ran on this run root: no launch recorded, no heartbeat written
-    first = read_launch_record(settings) is None and not settings.heartbeat_path.exists()
+    first = read_launch_record(settings) is None and not settings.run_paths.heartbeat.exists()
     stopped = stop()
     log.info("stop: %s after %.1fs", stopped.method.value, stopped.seconds)
     launched = time.monotonic()
@@ -103,7 +103,7 @@ def restart_stream(settings: Settings, verdict: HealthVerdict, *, start: StartSt
     startup = round(time.monotonic() - launched, 1)
     _record_start(settings)
     log.info("the stream runs as pid %d (lease taken %.1fs after launch); logs under %s", pid, startup,
-             settings.root("run") / "logs")
+             settings.run_paths.logs)
     if first:  # a first start is no news: nothing to alert until the stream has run
         log.info("first start of the stream on %s: not alerted", settings.root("run"))
         return RestartOutcome(True, pid, stopped, startup)
@@ -123,7 +123,7 @@ def alert_decision(settings: Settings, verdict: HealthVerdict, decision: Decisio
     """
     alert = Alert.from_verdict(decision.severity, decision.reason, verdict.to_json(), decision.next_action,
                                source=source, key=_cause(settings, verdict, decision))
-    if alert.key is not None and already_sent(alerts_path(settings), alert.key):
+    if alert.key is not None and already_sent(settings.run_paths.alerts, alert.key):
         log.warning("already alerted for this cause (%s):\n%s", alert.key, alert.text())
         return AlertOutcome(alert, {}, repeated=True)
     return AlertOutcome(alert, send(alert))

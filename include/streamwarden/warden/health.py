@@ -278,18 +278,14 @@ class Assessment:
         write_json_atomic(self.state_path, asdict(self.state))
 
 
-def state_path(settings: Settings) -> Path:
-    return settings.root("run") / "warden" / "health.json"
-
-
 def assess(settings: Settings, warden: WardenSettings, now: float | None = None) -> Assessment:
     """Look at the stream's files and the broker and judge; nothing is written until ``commit()``."""
     now = time.time() if now is None else now
-    path = state_path(settings)
+    path = settings.run_paths.health
     state = HealthState.from_json(read_json(path) or {})
     checked_at = datetime.fromtimestamp(now, UTC).isoformat()
     holder = running_holder(settings)
-    heartbeat = read_heartbeat(settings.heartbeat_path)
+    heartbeat = read_heartbeat(settings.run_paths.heartbeat)
     committed = committed_offsets(settings.checkpoint_location) or {}
     broker = observe_broker(settings, committed, warden.broker_timeout, now, best_effort=True)
     start = datetime.fromisoformat(holder.started_at).timestamp() if holder is not None else 0.0
@@ -313,7 +309,7 @@ def _not_running(settings: Settings, warden: WardenSettings, now: float, checked
     if launch is not None:
         return HealthVerdict(Overall.STARTING, [f"launched at {launch.launched_at}, no lease yet"], checked_at,
                              progress_threshold_s=warden.startup_grace, heartbeat=facts, lag=lag)
-    failure = read_failure(settings.failure_path)
+    failure = read_failure(settings.run_paths.failure)
     if failure is not None:
         reason = f"exited with {failure.failure_class.value} (exit {failure.exit_code}): {failure.message}"
         return HealthVerdict(Overall.FAILED, [reason], checked_at, progress_threshold_s=threshold, heartbeat=facts,

@@ -10,7 +10,6 @@ at most ``MAX_SAMPLES``. A check whose broker could not be asked keeps its sampl
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass
-from pathlib import Path
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.settings import Settings
@@ -37,14 +36,10 @@ class LagSample:
         return cls(at, lag.total_lag, beat.input_rows_per_second, beat.processed_rows_per_second, lag.measured)
 
 
-def lag_history_path(settings: Settings) -> Path:
-    return settings.root("run") / "warden" / "lag_history.json"
-
-
 def read_lag_history(settings: Settings) -> list[LagSample]:
     """The samples kept, oldest first ([] before the first check, or when the file is unreadable)."""
     try:
-        document = read_json(lag_history_path(settings)) or {}
+        document = read_json(settings.run_paths.lag_history) or {}
         return [LagSample(float(r[0]), int(r[1]), r[2], r[3], bool(r[4]) if len(r) > 4 else True)
                 for r in document.get("samples", [])]
     except (OSError, ValueError, TypeError, IndexError):
@@ -55,5 +50,5 @@ def append_lag_sample(settings: Settings, verdict: HealthVerdict, at: float) -> 
     """Add the verdict's sample; drop samples older than ``KEEP_S`` before ``at`` and beyond ``MAX_SAMPLES``."""
     samples = [s for s in read_lag_history(settings) if at - KEEP_S <= s.at < at]
     samples = [*samples, LagSample.of(verdict, at)][-MAX_SAMPLES:]
-    write_json_atomic(lag_history_path(settings), {"samples": [list(astuple(s)) for s in samples]})
+    write_json_atomic(settings.run_paths.lag_history, {"samples": [list(astuple(s)) for s in samples]})
     return samples

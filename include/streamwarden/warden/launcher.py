@@ -102,12 +102,8 @@ def spark_submit_command(settings: Settings, application: Path) -> list[str]:
             settings.query_name, str(application)]
 
 
-def launch_record_path(settings: Settings) -> Path:
-    return settings.root("run") / "launch.json"
-
-
 def read_launch_record(settings: Settings) -> LaunchRecord | None:
-    document = read_json(launch_record_path(settings))
+    document = read_json(settings.run_paths.launch)
     return None if document is None else LaunchRecord(**document)
 
 
@@ -183,10 +179,10 @@ def start_stream_detached(
     holder = running_holder(settings)
     if holder is not None:
         raise StreamAlreadyRunningError(holder)
-    settings.stop_marker_path.unlink(missing_ok=True)  # stale: nothing runs that could drain
+    settings.run_paths.stop_marker.unlink(missing_ok=True)  # stale: nothing runs that could drain
     if log_path is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        log_path = settings.root("run") / "logs" / f"stream-{stamp}.log"
+        log_path = settings.run_paths.stream_log(stamp)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     settings.home.mkdir(parents=True, exist_ok=True)  # the job's working folder (Spark's scratch files)
     command = build_command(settings, application or repo_root() / "jobs" / "stream.py")
@@ -197,7 +193,7 @@ def start_stream_detached(
         )
     record = LaunchRecord(process.pid, psutil.Process(process.pid).create_time(), command, str(log_path),
                           datetime.now(UTC).isoformat())
-    write_json_atomic(launch_record_path(settings), asdict(record))
+    write_json_atomic(settings.run_paths.launch, asdict(record))
     return _wait_for_lease(settings, process, log_path, lease_timeout)
 
 

@@ -11,7 +11,6 @@ Every start the warden makes is recorded in ``<run_root>/warden/restarts.json``,
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.settings import Settings
@@ -46,14 +45,10 @@ class RestartHistory:
         return replace(self, starts=[*self.recent(at), at])
 
 
-def history_path(settings: Settings) -> Path:
-    return settings.root("run") / "warden" / "restarts.json"
-
-
 def load_history(settings: Settings) -> RestartHistory:
-    document = read_json(history_path(settings))
+    document = read_json(settings.run_paths.restart_history)
     return RestartHistory() if document is None else RestartHistory(starts=list(document.get("starts", [])))
 
 
 def save_history(settings: Settings, history: RestartHistory) -> None:
-    write_json_atomic(history_path(settings), asdict(history))
+    write_json_atomic(settings.run_paths.restart_history, asdict(history))

@@ -50,8 +50,8 @@ def read_status(settings: Settings) -> StreamStatus:
 
     holder = read(settings.lease_path, read_holder)
     running = is_held(settings.lease_path) and holder is not None and holder.is_alive()
-    heartbeat = read(settings.heartbeat_path, read_heartbeat)
-    failure = read(settings.failure_path, read_failure)
+    heartbeat = read(settings.run_paths.heartbeat, read_heartbeat)
+    failure = read(settings.run_paths.failure, read_failure)
     return StreamStatus(
         running=running,
         pid=holder.pid if running and holder else None,
@@ -60,7 +60,7 @@ def read_status(settings: Settings) -> StreamStatus:
         last_event=heartbeat.event if heartbeat else None,
         heartbeat=asdict(heartbeat) if heartbeat else None,
         last_failure=failure.to_json() if failure else None,
-        stop_requested=settings.stop_marker_path.exists(),
+        stop_requested=settings.run_paths.stop_marker.exists(),
         logs=measure_logs(LogBounds.of(settings)),
         unreadable=unreadable,
     )

@@ -62,7 +62,7 @@ def request_stop(settings: Settings, wait: float | None) -> int:
     if holder is None:
         print("the stream is not running; nothing to stop")
         return 0
-    write_bytes_atomic(settings.stop_marker_path, b"")
+    write_bytes_atomic(settings.run_paths.stop_marker, b"")
     print(f"stop requested: pid {holder.pid} on {holder.host} drains and exits")
     if wait is None:
         return 0
@@ -83,7 +83,7 @@ def stop_stream(settings: Settings, drain_timeout: float = 120.0, term_timeout: 
     started = time.monotonic()
     holder = running_holder(settings)
     if holder is not None and holder.host != socket.gethostname():
-        write_bytes_atomic(settings.stop_marker_path, b"")
+        write_bytes_atomic(settings.run_paths.stop_marker, b"")
         if _wait_until(lambda: running_holder(settings) is None, drain_timeout):
             return StopOutcome(StopMethod.DRAINED, holder.pid, time.monotonic() - started)
         raise StopFailedError(f"the stream on {holder.host} (pid {holder.pid}) did not drain within "
@@ -98,7 +98,7 @@ def stop_stream(settings: Settings, drain_timeout: float = 120.0, term_timeout: 
     target = _Target(pid, group)
 
     if holder is not None and not target.stopped():
-        write_bytes_atomic(settings.stop_marker_path, b"")
+        write_bytes_atomic(settings.run_paths.stop_marker, b"")
 
         def drained() -> bool:
             return running_holder(settings) is None and not target.alive()
@@ -110,7 +110,7 @@ def stop_stream(settings: Settings, drain_timeout: float = 120.0, term_timeout: 
             continue  # SIGTERM would stay pending on a stopped process
         target.signal(sig)
         if _wait_until(lambda: not target.alive(), term_timeout):
-            settings.stop_marker_path.unlink(missing_ok=True)  # the job had no chance to remove it
+            settings.run_paths.stop_marker.unlink(missing_ok=True)  # the job had no chance to remove it
             return StopOutcome(method, pid, time.monotonic() - started)
     raise StopFailedError(f"the stream (pid {pid}, process group {group}) survived SIGKILL")
 

@@ -94,7 +94,7 @@ class StreamWatch:
         return self._report(self._gone(now), now)
 
     def _hung(self, holder: LeaseHolder, now: float) -> tuple[Sign, int | None, str, str] | None:
-        heartbeat = read_heartbeat(self.settings.heartbeat_path)
+        heartbeat = read_heartbeat(self.settings.run_paths.heartbeat)
         if heartbeat is None or heartbeat.pid != holder.pid:
             since_lease = now - datetime.fromisoformat(holder.started_at).timestamp()
             if since_lease <= self.warden.startup_grace:
@@ -113,7 +113,7 @@ class StreamWatch:
             return None  # launched, not holding the lease yet
         last = self.last_holder or read_holder(self.settings.lease_path)  # seen, else the lease file's last
         pid = last.pid if last is not None else None
-        failure = read_failure(self.settings.failure_path)
+        failure = read_failure(self.settings.run_paths.failure)
         if failure is not None:
             return (Sign.FAILED, pid, f"exited with {failure.failure_class.value} (exit {failure.exit_code}): "
                                       f"{failure.message}", f"failure:{failure.occurred_at}")

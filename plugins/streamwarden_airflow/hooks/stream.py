@@ -10,7 +10,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.smtp.hooks.smtp import SmtpHook
 from airflow.sdk import BaseHook
 
-from streamwarden.alerts import Alert, Notifier, alerts_path, already_sent, dispatch
+from streamwarden.alerts import Alert, Notifier, already_sent, dispatch
 from streamwarden.settings import Settings
 from streamwarden.upgrade.release import load_release_settings
 from streamwarden.warden.alerts import notifiers
@@ -75,11 +75,11 @@ class StreamwardenHook(BaseHook):
         """Deliver through the log, the webhook and e-mail (when configured); recorded in alerts.jsonl."""
         logger = logging.getLogger("streamwarden.warden.alerts")
         backends: list[Notifier] = notifiers(self.warden, logger, self._send_email)
-        return dispatch(alert, backends, alerts_path(self.settings))
+        return dispatch(alert, backends, self.settings.run_paths.alerts)
 
     def send_alert_once(self, alert: Alert) -> bool:
         """Send ``alert`` unless one with its cause key was sent before (then it is only logged); True when sent."""
-        if alert.key is not None and already_sent(alerts_path(self.settings), alert.key):
+        if alert.key is not None and already_sent(self.settings.run_paths.alerts, alert.key):
             logging.getLogger("streamwarden.warden.alerts").warning("alerted before (key %s): %s", alert.key,
                                                                     alert.summary)
             return False

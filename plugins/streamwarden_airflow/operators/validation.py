@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from streamwarden.validation import steps
 from streamwarden.validation.alerting import error_alert, findings_alert
-from streamwarden.validation.report import last_validated, validation_folder
+from streamwarden.validation.report import last_validated
 from streamwarden.validation.request import ValidationRequest, request_from_params
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 from streamwarden_airflow.operators.failing import alert_failures, not_done, run_step, step_outcomes
@@ -95,7 +95,7 @@ class ValidationReportOperator(BaseOperator):
         if summary is None:  # a step died without a word, or never ran: nothing was validated
             why = not_done(outcomes) or f"{self.step_ids[1]} left no report"
             raise AirflowFailException(f"nothing validated: {why}")
-        validated = last_validated(validation_folder(hook.settings.root("run"))) or {"tables": {}}
+        validated = last_validated(hook.settings.run_paths.validation) or {"tables": {}}
         if not summary["passed"]:
             passes = sorted((entry["validated_at"], entry["run_id"]) for entry in validated["tables"].values())
             alert = findings_alert(summary, source=source, last_pass=passes[-1][1] if passes else None)

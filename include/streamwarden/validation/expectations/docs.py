@@ -33,11 +33,6 @@ RENDER_LOGGER = "great_expectations.render.renderer.site_builder"
 """Where GX logs a page it could not render (it skips the page and goes on)."""
 
 
-def docs_folder(run_root: Path) -> Path:
-    """``<run_root>/data_docs``: the Data Docs site."""
-    return run_root / "data_docs"
-
-
 @dataclass(frozen=True)
 class Site:
     """Where the Data Docs of a run are."""

@@ -88,7 +88,7 @@ def check_expectations(settings: Settings, validation: ValidationSettings, table
     at = datetime.now(UTC)
     reference = reference or at
     user = load_user_expectations(validation.expectations, pipeline_tables(settings))
-    ctx = context(docs_root or docs.docs_folder(settings.root("run")))
+    ctx = context(docs_root or settings.run_paths.data_docs)
     source = ctx.data_sources.add_pandas("streamwarden")
     run = _Run(ctx, source, run_id, at, validation.max_ranges)
     pinned = {t.name: t for t in tables}
@@ -118,7 +118,7 @@ def check_expectations(settings: Settings, validation: ValidationSettings, table
     timed = sorted(f"{n}.{TIME_COLUMNS[n]}" for n, t in pinned.items() if TIME_COLUMNS.get(n) in t.columns())
     if validation.freshness > 0 and timed and not newest:
         notes.append(f"freshness not checked: no row has a time yet ({', '.join(timed)})")
-    site = docs.build(ctx, docs_root or docs.docs_folder(settings.root("run")), run.keys) if run.keys else None
+    site = docs.build(ctx, docs_root or settings.run_paths.data_docs, run.keys) if run.keys else None
     if site is not None:
         notes += site.notes()
     return ExpectationsOutcome(tuple(run.findings), tuple(notes), None if site is None else site.index,
