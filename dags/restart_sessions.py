@@ -25,7 +25,7 @@ reports every site's **exposure**: the time since its last clean session start. 
    the silent sites' topics up to their deadline (a running stream is seconds behind).
 5. **report_and_alert** (runs whatever happened) logs per site: answered (when, partition and offset), new
    sessions, last clean session start, exposure, damaged sessions, records lost since its previous restart
-   (integrity dead letters) and their span; writes `<run_root>/restarts/<time>.json`; alerts on
+   (integrity dead letters) and their span; writes `<run_root>/session_restarts/<time>.json`; alerts on
    - **RESTART_UNANSWERED**: sites with no new session by their deadline although the stream read their
      topics past it, with their last clean start and its age;
    - **STREAM_NOT_RUNNING** (the stream committed nothing after the deadline) and **STREAM_BEHIND** (it
@@ -69,13 +69,13 @@ from datetime import timedelta
 from airflow.sdk import DAG, Param
 
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
-from streamwarden_airflow.operators.restarts import (
+from streamwarden_airflow.operators.session_restarts import (
     CheckRestartParamsOperator,
     PlanRestartsOperator,
     RestartReportOperator,
     SendRestartCommandsOperator,
 )
-from streamwarden_airflow.sensors.restarts import NewSessionsSensor
+from streamwarden_airflow.sensors.session_restarts import NewSessionsSensor
 from streamwarden_airflow.timetables import start_date, timetable_for
 
 hook = DeltaTablesHook()  # settings only: nothing is read from the broker or the tables while parsing

@@ -2,12 +2,12 @@
 
 - the core (``include/streamwarden``) imports no Airflow: it runs inside spark-submit and in plain scripts;
 - ``warden/``, ``local/``, ``runfiles/``, ``logs/``, ``kafka/``, ``tables/``, ``maintenance/``, ``validation/``,
-  ``control/``, ``restarts/``, ``recovery/``, ``dashboard/`` and the shared top-level modules import no pyspark:
+  ``control/``, ``session_restarts/``, ``recovery/``, ``dashboard/`` and the shared top-level modules import no pyspark:
   the Airflow workers and ``streamwarden up`` need no Spark to judge, stop or start the stream, to read, maintain,
   validate and recover the tables, or to ask the sites for new sessions;
 - ``stream/`` (the Spark job) imports neither the warden nor the local platform;
-- ``tables/`` and what reads or repairs the tables (maintenance, validation, recovery, restarts, the page) do not
-  import ``stream/``: offset ranges, commits and content hashes are the tables' own;
+- ``tables/`` and what reads or repairs the tables (maintenance, validation, recovery, session restarts, the page)
+  do not import ``stream/``: offset ranges, commits and content hashes are the tables' own;
 - the core stands in floors (:data:`FLOORS`): no module imports one of a floor above its own;
 - the Airflow plugins and DAG files import no pyspark.
 
@@ -48,7 +48,7 @@ RULES = (
     Rule(("streamwarden",), ("airflow",), "the core runs without Airflow"),
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.logs",
           "streamwarden.kafka", "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation",
-          "streamwarden.control", "streamwarden.restarts", "streamwarden.recovery", "streamwarden.upgrade",
+          "streamwarden.control", "streamwarden.session_restarts", "streamwarden.recovery", "streamwarden.upgrade",
           "streamwarden.dashboard"),
          ("pyspark",),
          "the warden side runs without Spark",
@@ -57,7 +57,7 @@ RULES = (
          "the Spark job does not depend on its supervisor"),
     Rule(("streamwarden_airflow", "dags"), ("pyspark",), "Airflow workers run without Spark"),
     Rule(("streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.recovery",
-          "streamwarden.restarts", "streamwarden.dashboard"), ("streamwarden.stream",),
+          "streamwarden.session_restarts", "streamwarden.dashboard"), ("streamwarden.stream",),
          "the tables (offset ranges, commits, content) are the floor the stream stands on; what reads or repairs "
          "them does not depend on the job that writes them"),
 )
@@ -71,7 +71,7 @@ FLOORS = (
     ("streamwarden.tables", "streamwarden.kafka", "streamwarden.runfiles", "streamwarden.logs",
      "streamwarden.testing"),
     ("streamwarden.stream", "streamwarden.warden", "streamwarden.control"),
-    ("streamwarden.maintenance", "streamwarden.restarts", "streamwarden.upgrade", "streamwarden.validation",
+    ("streamwarden.maintenance", "streamwarden.session_restarts", "streamwarden.upgrade", "streamwarden.validation",
      "streamwarden.local"),
     ("streamwarden.recovery",),
     ("streamwarden.dashboard", "streamwarden.cli", "streamwarden.__main__", "streamwarden.settings_reference"),

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from streamwarden.durations import duration_text
-from streamwarden.restarts.alerting import exposure_alert
-from streamwarden.restarts.sessions import SiteSessions
+from streamwarden.session_restarts.alerting import exposure_alert
+from streamwarden.session_restarts.sessions import SiteSessions
 
 
 @pytest.mark.parametrize(("seconds", "text"), [

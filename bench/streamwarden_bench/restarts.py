@@ -8,8 +8,8 @@ producer at a steady ``rate`` and obeying the control topic:
 1. **settle**: the stream starts on the producer's first snapshots; ``settle_s`` (and 3 batches) after its
    first data batch the backlog is gone (not measured);
 2. **baseline**: ``baseline_s`` (and at least 3 batches) of steady traffic, no restart;
-3. **jittered**: a ``restart_sessions`` plan for every site (``streamwarden.restarts.plan.make_plan``, sent
-   with ``streamwarden.restarts.steps.send`` on the control topic) spread over ``jitter``; measured until
+3. **jittered**: a ``restart_sessions`` plan for every site (``streamwarden.session_restarts.plan.make_plan``, sent
+   with ``streamwarden.session_restarts.steps.send`` on the control topic) spread over ``jitter``; measured until
    every site's new sessions are in ``session_rows``;
 4. **between**: ``settle_s`` (and 3 batches) without restarts, measured too: how far the steady state moved
    since the baseline (the Delta commits slow down as the log grows, other users' load changes);
@@ -23,7 +23,7 @@ Python log (``run/logs/stream.python.log`` and its rolled-over files: ``batch N 
 ...``). A phase's batches are those whose trigger fired in it: baseline from its start to the first
 restart, a restart from its plan's creation to the batch whose commit made the last site's answer visible.
 The answers are looked for while the stream runs in the files each Delta commit adds
-(:func:`streamwarden.restarts.sessions.find_answers` over the new files only, so the look stays cheap
+(:func:`streamwarden.session_restarts.sessions.find_answers` over the new files only, so the look stays cheap
 beside the stream); at the end, once more over the whole table.
 
 Afterwards the producer stops, the stream catches up and drains, and the output is verified like every
@@ -52,12 +52,12 @@ from deltalake import DeltaTable
 from streamwarden.control.channel import ensure_control_topic
 from streamwarden.local.producer import ProducerReport
 from streamwarden.logs.bounds import PYTHON_LOG, log_files
-from streamwarden.restarts.plan import RestartPlan, make_plan, stream_sites
-from streamwarden.restarts.request import RestartRequest
-from streamwarden.restarts.sessions import Answer, find_answers
-from streamwarden.restarts.settings import RestartSettings
-from streamwarden.restarts.steps import look, send
 from streamwarden.runfiles.heartbeat import Heartbeat
+from streamwarden.session_restarts.plan import RestartPlan, make_plan, stream_sites
+from streamwarden.session_restarts.request import RestartRequest
+from streamwarden.session_restarts.sessions import Answer, find_answers
+from streamwarden.session_restarts.settings import RestartSettings
+from streamwarden.session_restarts.steps import look, send
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 

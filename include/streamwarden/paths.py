@@ -99,7 +99,7 @@ class RunPaths:
     @property
     def session_restarts(self) -> Path:
         """``restart_sessions``' reports: each site's answer to its restart."""
-        return self.root / "restarts"
+        return self.root / "session_restarts"
 
     @property
     def recoveries(self) -> Path:

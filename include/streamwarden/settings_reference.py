@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from streamwarden.maintenance.settings import MaintenanceSettings
-from streamwarden.restarts.settings import RestartSettings
+from streamwarden.session_restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.settings_loading import (
     ENV_PREFIX,

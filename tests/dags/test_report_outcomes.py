@@ -113,7 +113,7 @@ def test_session_restarts_are_red_when_their_params_step_died_and_say_the_plan_n
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
-    from streamwarden_airflow.operators.restarts import (
+    from streamwarden_airflow.operators.session_restarts import (
         PlanRestartsOperator,
         RestartReportOperator,
         SendRestartCommandsOperator,

@@ -22,10 +22,10 @@ from streamwarden.dashboard.tables_now import data_docs_file
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.local.broker import LocalBroker
 from streamwarden.maintenance.settings import load_maintenance_settings
-from streamwarden.restarts.settings import load_restart_settings
 from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
+from streamwarden.session_restarts.settings import load_restart_settings
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.commit_rate import RATE_COMMITS, MeasuredRate, history_rate
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
@@ -315,7 +315,7 @@ def test_heavy_reads_wait_for_a_new_version_and_their_ttl() -> None:
 def test_sites_show_exposure_against_the_limit_and_their_quarantine_share(tmp_path: Path) -> None:
     from deltalake import write_deltalake
 
-    from restarts.test_restart_plan import DEAD, ROWS, minutes_ago  # clean starts, ends, gaps, dead letters
+    from session_restarts.test_restart_plan import DEAD, ROWS, minutes_ago  # clean starts, ends, gaps, dead letters
     from streamwarden.tables.location import TableLocation
 
     settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:1", session_timeout="300m")

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from streamwarden.dashboard.snapshot import DashboardSource, Sources
 from streamwarden.maintenance.settings import load_maintenance_settings
-from streamwarden.restarts.settings import load_restart_settings
+from streamwarden.session_restarts.settings import load_restart_settings
 from streamwarden.settings import load_settings
 from streamwarden.warden.settings import load_warden_settings
 

@@ -1,6 +1,6 @@
-"""Per site: its sessions' clean starts and exposure (:mod:`streamwarden.restarts.sessions`, the measure
+"""Per site: its sessions' clean starts and exposure (:mod:`streamwarden.session_restarts.sessions`, the measure
 ``validate_output`` and ``restart_sessions`` use) against the restart interval, its quarantine share, and the
-last ``restart_sessions`` run (``run/restarts/``)."""
+last ``restart_sessions`` run (``run/session_restarts/``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from streamwarden.atomic import read_json
 from streamwarden.dashboard.model import SiteNow, Sites
-from streamwarden.restarts.reach import Cause
-from streamwarden.restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
-from streamwarden.restarts.settings import RestartSettings
+from streamwarden.session_restarts.reach import Cause
+from streamwarden.session_restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
+from streamwarden.session_restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.tables.reading import TableSummary, dataset

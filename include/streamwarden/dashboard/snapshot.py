@@ -24,9 +24,9 @@ from streamwarden.dashboard.sites_now import measure, sites_now
 from streamwarden.dashboard.stream_now import stream_now
 from streamwarden.dashboard.tables_now import summaries, tables_now
 from streamwarden.maintenance.settings import MaintenanceSettings
-from streamwarden.restarts.sessions import SiteSessions
-from streamwarden.restarts.settings import RestartSettings
 from streamwarden.secrets import scrub
+from streamwarden.session_restarts.sessions import SiteSessions
+from streamwarden.session_restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
 from streamwarden.tables.reading import TableSummary, summarize

@@ -33,8 +33,8 @@ from deltalake import DeltaTable
 from streamwarden.failures import ConfigError
 from streamwarden.kafka.admin import TopicPartitionId, fetch_high_watermarks, list_partitions, metadata_consumer
 from streamwarden.recovery.request import RecoveryRequest, Target
-from streamwarden.restarts.sessions import CLEAN_BOUNDARY
 from streamwarden.runfiles.heartbeat import read_heartbeat
+from streamwarden.session_restarts.sessions import CLEAN_BOUNDARY
 from streamwarden.settings import Settings
 from streamwarden.tables.commit_rate import history_rate
 from streamwarden.tables.committed import Runs, TopicPartition

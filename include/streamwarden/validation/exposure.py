@@ -1,9 +1,10 @@
 """Check 5, exposure: how long each site has gone without a clean session start, against the restart schedule.
 
 A break in a site's data (a gap under ``STREAMWARDEN_ON_GAP=resync``) is repaired only by a new session of
-that site. Per site, the age of the clean start of its oldest open session (:mod:`streamwarden.restarts.sessions`)
-is how long a break could have gone unrepaired; above ``STREAMWARDEN_SESSION_RESTART_EXPOSURE_FACTOR`` times
-the restart interval it is an ``EXPOSURE`` finding (a warning), whose next action is ``restart_sessions``.
+that site. Per site, the age of the clean start of its oldest open session
+(:mod:`streamwarden.session_restarts.sessions`) is how long a break could have gone unrepaired; above
+``STREAMWARDEN_SESSION_RESTART_EXPOSURE_FACTOR`` times the restart interval it is an ``EXPOSURE`` finding (a
+warning), whose next action is ``restart_sessions``.
 Without a restart schedule the figures are reported and nothing is judged.
 """
 
@@ -15,8 +16,8 @@ from datetime import datetime
 import duckdb
 
 from streamwarden.durations import duration_text
-from streamwarden.restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
-from streamwarden.restarts.settings import RestartSettings
+from streamwarden.session_restarts.sessions import SESSION_COLUMNS, SiteSessions, measure_sites
+from streamwarden.session_restarts.settings import RestartSettings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.validation.findings import Finding, FindingClass
 from streamwarden.validation.snapshot import PinnedTable

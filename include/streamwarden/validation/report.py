@@ -19,7 +19,7 @@ from typing import Any
 
 from streamwarden.atomic import read_json, write_json_atomic
 from streamwarden.durations import duration_text
-from streamwarden.restarts.sessions import SiteSessions
+from streamwarden.session_restarts.sessions import SiteSessions
 from streamwarden.validation.agreement import CheckpointPosition
 from streamwarden.validation.audit import HourCount
 from streamwarden.validation.content import ContentCoverage

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from streamwarden.restarts.settings import RestartSettings, load_restart_settings
+from streamwarden.session_restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import TopicPartition
 from streamwarden.tables.location import pipeline_tables

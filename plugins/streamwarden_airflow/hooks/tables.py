@@ -8,7 +8,7 @@ from airflow.sdk import Asset, BaseHook
 
 from streamwarden.alerts import Alert
 from streamwarden.maintenance.settings import MaintenanceSettings, load_maintenance_settings
-from streamwarden.restarts.settings import RestartSettings, load_restart_settings
+from streamwarden.session_restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
 from streamwarden.validation.settings import ValidationSettings, load_validation_settings

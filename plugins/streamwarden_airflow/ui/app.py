@@ -24,7 +24,7 @@ from streamwarden.dashboard import page, prometheus
 from streamwarden.dashboard.snapshot import DashboardSource, Sources
 from streamwarden.dashboard.tables_now import data_docs_file
 from streamwarden.maintenance.settings import load_maintenance_settings
-from streamwarden.restarts.settings import load_restart_settings
+from streamwarden.session_restarts.settings import load_restart_settings
 from streamwarden.upgrade.release import load_release_settings
 from streamwarden.warden.settings import load_warden_settings
 

@@ -18,12 +18,12 @@ from streamwarden.dashboard.page import sites_card
 from streamwarden.dashboard.sites_now import last_restart_run
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
-from streamwarden.restarts import steps
-from streamwarden.restarts.alerting import UNANSWERED, unanswered_alert, unread_alert
-from streamwarden.restarts.plan import RestartPlan, make_plan
-from streamwarden.restarts.reach import Cause, reach, stream_during
-from streamwarden.restarts.request import request_from_params
-from streamwarden.restarts.settings import RestartSettings, load_restart_settings
+from streamwarden.session_restarts import steps
+from streamwarden.session_restarts.alerting import UNANSWERED, unanswered_alert, unread_alert
+from streamwarden.session_restarts.plan import RestartPlan, make_plan
+from streamwarden.session_restarts.reach import Cause, reach, stream_during
+from streamwarden.session_restarts.request import request_from_params
+from streamwarden.session_restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings, load_settings
 from support import produce_raw
 

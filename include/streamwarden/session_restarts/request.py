@@ -13,7 +13,7 @@ from typing import Any
 
 from streamwarden.control.commands import MAX_REASON
 from streamwarden.failures import ConfigError
-from streamwarden.restarts.settings import RestartSettings
+from streamwarden.session_restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.settings_loading import parse_duration, validate_topic_name
 

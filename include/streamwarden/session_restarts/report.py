@@ -3,7 +3,7 @@
 A site without an answer by its deadline is told apart by why (:mod:`.reach`): it did not answer, or the
 stream did not read that far (not running, or behind), so the answer could not reach the table.
 
-Reports go to ``<run_root>/restarts/<UTC time>.json`` (0600). The newest earlier report that targeted a
+Reports go to ``<run_root>/session_restarts/<UTC time>.json`` (0600). The newest earlier report that targeted a
 site tells from when its losses are counted: what broke since its previous restart.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from streamwarden.atomic import read_json, write_json_atomic
-from streamwarden.restarts.plan import RestartPlan, SiteTurn
-from streamwarden.restarts.reach import Cause, SiteReach, StreamDuring
-from streamwarden.restarts.sessions import Answer, SiteLoss, SiteSessions
+from streamwarden.session_restarts.plan import RestartPlan, SiteTurn
+from streamwarden.session_restarts.reach import Cause, SiteReach, StreamDuring
+from streamwarden.session_restarts.sessions import Answer, SiteLoss, SiteSessions
 
 
 def _age(seconds: float | None) -> str:

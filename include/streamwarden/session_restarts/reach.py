@@ -21,9 +21,9 @@ from enum import StrEnum
 from typing import Any
 
 from streamwarden.kafka.admin import TopicPartitionId, list_partitions, metadata_consumer
-from streamwarden.restarts.plan import SiteTurn
 from streamwarden.runfiles.checkpoint import commit_batches, committed_offsets
 from streamwarden.runfiles.failure_file import read_failure
+from streamwarden.session_restarts.plan import SiteTurn
 from streamwarden.settings import Settings
 from streamwarden.warden.broker_view import BROKER_ERRORS, timestamps_at
 from streamwarden.warden.launcher import running_holder

@@ -20,10 +20,10 @@ from typing import Any
 
 from streamwarden.alerts import Alert
 from streamwarden.durations import duration_text
-from streamwarden.restarts.plan import SiteTurn
-from streamwarden.restarts.reach import Cause
-from streamwarden.restarts.report import RestartReport
-from streamwarden.restarts.sessions import SiteSessions
+from streamwarden.session_restarts.plan import SiteTurn
+from streamwarden.session_restarts.reach import Cause
+from streamwarden.session_restarts.report import RestartReport
+from streamwarden.session_restarts.sessions import SiteSessions
 
 UNANSWERED, EXPOSURE = "RESTART_UNANSWERED", "EXPOSURE"
 _SHOWN = 10

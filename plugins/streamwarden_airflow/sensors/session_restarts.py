@@ -7,8 +7,8 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from streamwarden.restarts import steps
-from streamwarden.restarts.plan import RestartPlan
+from streamwarden.session_restarts import steps
+from streamwarden.session_restarts.plan import RestartPlan
 from streamwarden.warden.launcher import running_holder
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 
@@ -19,7 +19,7 @@ class NewSessionsSensor(BaseSensorOperator):
     to its deadline (the answer may be there, unread); returns the request ids answered. Each poke logs who
     answered and who is awaited, and says when the stream is not running.
 
-    :param plan_task_id: the task that pushed the :class:`~streamwarden.restarts.plan.RestartPlan`
+    :param plan_task_id: the task that pushed the :class:`~streamwarden.session_restarts.plan.RestartPlan`
     """
 
     def __init__(self, *, plan_task_id: str, **kwargs: Any) -> None:

@@ -10,7 +10,7 @@
 4. **report**: the answers, every site's sessions and exposure, and each targeted site's loss since its
    previous restart; for a site without an answer, whether the stream had read that far (:mod:`.reach`):
    if not, the stream was not running or behind, and the site is not blamed; written to
-   ``<run_root>/restarts/`` (:mod:`.report`).
+   ``<run_root>/session_restarts/`` (:mod:`.report`).
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ from pathlib import Path
 import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.control.channel import ensure_control_topic, publish_commands
-from streamwarden.restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan, stream_sites
-from streamwarden.restarts.reach import reach, stream_during
-from streamwarden.restarts.report import RestartReport, previous_restarts, write_report
-from streamwarden.restarts.request import RestartRequest
-from streamwarden.restarts.sessions import Answer, find_answers, measure_losses, measure_sites
-from streamwarden.restarts.settings import RestartSettings
+from streamwarden.session_restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan, stream_sites
+from streamwarden.session_restarts.reach import reach, stream_during
+from streamwarden.session_restarts.report import RestartReport, previous_restarts, write_report
+from streamwarden.session_restarts.request import RestartRequest
+from streamwarden.session_restarts.sessions import Answer, find_answers, measure_losses, measure_sites
+from streamwarden.session_restarts.settings import RestartSettings
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.tables.reading import read
 from streamwarden.tables.sql import bounded_connection
 
-log = logging.getLogger("streamwarden.restarts")
+log = logging.getLogger("streamwarden.session_restarts")
 
 
 def plan(settings: Settings, request: RestartRequest, *, run_key: str, now: datetime | None = None) -> RestartPlan:

@@ -18,7 +18,7 @@ from typing import Any
 from streamwarden.control.commands import RestartSession
 from streamwarden.failures import ConfigError
 from streamwarden.kafka.admin import list_partitions, metadata_consumer
-from streamwarden.restarts.request import RestartRequest
+from streamwarden.session_restarts.request import RestartRequest
 from streamwarden.settings import Settings
 
 

@@ -1,10 +1,10 @@
 """The steps of ``restart_sessions`` as operators: check the Params, plan, send the commands, report and alert.
 
-The work is done by :mod:`streamwarden.restarts.steps`; these read the run's Params and the previous step's
+The work is done by :mod:`streamwarden.session_restarts.steps`; these read the run's Params and the previous step's
 XCom, call the step and push its result. A step that fails pushes its failure document
 (:data:`~streamwarden_airflow.operators.failing.FAILURE_KEY`) so that ``report_and_alert`` alerts with the
 class, the evidence and the next action. The waiting is done by
-:class:`~streamwarden_airflow.sensors.restarts.NewSessionsSensor`.
+:class:`~streamwarden_airflow.sensors.session_restarts.NewSessionsSensor`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from streamwarden.alerts import Alert, step_failed_alert
-from streamwarden.restarts import steps
-from streamwarden.restarts.alerting import exposure_alert, unanswered_alert, unread_alert
-from streamwarden.restarts.plan import RestartPlan
-from streamwarden.restarts.request import RestartRequest, request_from_params
+from streamwarden.session_restarts import steps
+from streamwarden.session_restarts.alerting import exposure_alert, unanswered_alert, unread_alert
+from streamwarden.session_restarts.plan import RestartPlan
+from streamwarden.session_restarts.request import RestartRequest, request_from_params
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 from streamwarden_airflow.operators.failing import alert_failures, not_done, run_step, step_outcomes
 from streamwarden_airflow.operators.run_source import run_source
 
-log = logging.getLogger("streamwarden.restarts")
+log = logging.getLogger("streamwarden.session_restarts")
 _ERROR_ACTIONS = {
     "CONFIG": ("Fix the Param or setting named in the message (STREAMWARDEN_SESSION_RESTART_* on the workers), "
                "then trigger restart_sessions again; no command was sent."),

@@ -15,12 +15,12 @@ from streamwarden import schedules
 from streamwarden.atomic import write_json_atomic
 from streamwarden.control.commands import decode_command, encode_command
 from streamwarden.failures import ConfigError
-from streamwarden.restarts.alerting import EXPOSURE, UNANSWERED, exposure_alert, unanswered_alert
-from streamwarden.restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan
-from streamwarden.restarts.report import RestartReport, previous_restarts
-from streamwarden.restarts.request import SCHEDULED_REASON, request_from_params
-from streamwarden.restarts.sessions import find_answers, measure_losses, measure_sites
-from streamwarden.restarts.settings import load_restart_settings
+from streamwarden.session_restarts.alerting import EXPOSURE, UNANSWERED, exposure_alert, unanswered_alert
+from streamwarden.session_restarts.plan import RestartPlan, SiteTurn, choose_sites, make_plan
+from streamwarden.session_restarts.report import RestartReport, previous_restarts
+from streamwarden.session_restarts.request import SCHEDULED_REASON, request_from_params
+from streamwarden.session_restarts.sessions import find_answers, measure_losses, measure_sites
+from streamwarden.session_restarts.settings import load_restart_settings
 from streamwarden.settings import load_settings
 from streamwarden.settings_loading import SettingsError
 
