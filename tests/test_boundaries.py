@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.settings_loading", "streamwarden.failures",
           "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage",
           "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts",
-          "streamwarden.paths")
+          "streamwarden.paths", "streamwarden.session_handler")
 
 
 @dataclass(frozen=True)
@@ -57,17 +57,18 @@ RULES = (
          "the Spark job does not depend on its supervisor"),
     Rule(("streamwarden_airflow", "dags"), ("pyspark",), "Airflow workers run without Spark"),
     Rule(("streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation", "streamwarden.recovery",
-          "streamwarden.session_restarts", "streamwarden.dashboard"), ("streamwarden.stream",),
-         "the tables (offset ranges, commits, content) are the floor the stream stands on; what reads or repairs "
-         "them does not depend on the job that writes them"),
+          "streamwarden.session_restarts", "streamwarden.upgrade", "streamwarden.dashboard", "streamwarden.runfiles"),
+         ("streamwarden.stream",),
+         "the tables (offset ranges, commits, content) and the run's files are the floor the stream stands on; what "
+         "reads or repairs them, or upgrades the stream, does not depend on the job that writes them"),
 )
 
 
 FLOORS = (
-    ("streamwarden.settings", "streamwarden.settings_loading", "streamwarden.paths", "streamwarden.failures",
-     "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage",
-     "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.durations",
-     "streamwarden.secrets", "streamwarden.approvals", "streamwarden.alerts"),
+    ("streamwarden.settings", "streamwarden.settings_loading", "streamwarden.paths", "streamwarden.session_handler",
+     "streamwarden.failures", "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes",
+     "streamwarden.storage", "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup",
+     "streamwarden.durations", "streamwarden.secrets", "streamwarden.approvals", "streamwarden.alerts"),
     ("streamwarden.tables", "streamwarden.kafka", "streamwarden.runfiles", "streamwarden.logs",
      "streamwarden.testing"),
     ("streamwarden.stream", "streamwarden.warden", "streamwarden.control"),

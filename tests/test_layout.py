@@ -20,5 +20,5 @@ def test_the_core_is_grouped_into_capability_folders() -> None:
             "session_restarts", "recovery", "upgrade", "dashboard"} <= folders
     flat = sorted(p.stem for p in CORE.glob("*.py"))
     assert flat == ["__init__", "__main__", "alerts", "approvals", "atomic", "cli", "durations", "failures",
-                    "params", "paths", "process_setup", "processes", "schedules", "secrets", "settings",
-                    "settings_loading", "settings_reference", "storage", "wire"]
+                    "params", "paths", "process_setup", "processes", "schedules", "secrets", "session_handler",
+                    "settings", "settings_loading", "settings_reference", "storage", "wire"]

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 
 from streamwarden.failures import EXIT_CODES, FailureClass, StreamwardenError
 from streamwarden.secrets import scrub
+from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings, load_settings
 from streamwarden.settings_loading import SettingsError
-from streamwarden.stream.sessions.handler import load_checked_handler
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.wire import TableSchema
 

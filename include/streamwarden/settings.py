@@ -311,7 +311,7 @@ class Settings(BaseSettings):
         """The session buckets of a new checkpoint: ``session_buckets``, or when unset 8 per state partition. A
         batch pays a few round trips to the state server and two pandas frames per bucket it touches (a
         partition's buckets are its calls of the stateful function; docs/tuning.md). A checkpoint keeps the number
-        it started with (pinned with the handler, :func:`~streamwarden.stream.sessions.handler.pin_handler`)."""
+        it started with (pinned with the handler, :func:`~streamwarden.runfiles.handler_pin.pin_handler`)."""
         return self.session_buckets if self.session_buckets is not None else 8 * self.state_partitions
 
     @property

@@ -11,9 +11,9 @@ import pytest
 
 from streamwarden.alerts import read_alerts
 from streamwarden.atomic import write_json_atomic
+from streamwarden.runfiles.handler_pin import HANDLER_FILE, fingerprint
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import load_settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.upgrade.release import read_active
 

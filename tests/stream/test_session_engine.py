@@ -28,8 +28,7 @@ from sessions_fixtures import (
 )
 
 from streamwarden.failures import ConfigError, IntegrityError, MalformedDataError
-from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMeta, SessionPolicy, process_session
-from streamwarden.stream.sessions.handler import (
+from streamwarden.runfiles.handler_pin import (
     HANDLER_FILE,
     SLOT_CODEC,
     SLOT_EXPIRY,
@@ -39,9 +38,10 @@ from streamwarden.stream.sessions.handler import (
     layout_codec,
     layout_expiry,
     layout_partitions,
-    load_handler,
     pin_handler,
 )
+from streamwarden.session_handler import load_handler
+from streamwarden.stream.sessions.engine import DeadReason, RawRecord, SessionMeta, SessionPolicy, process_session
 from streamwarden.stream.sessions.session_store import SlotCodec
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.wire import EndEvent, Row, SnapshotEvent, encode

@@ -38,8 +38,8 @@ from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
+from streamwarden.runfiles.handler_pin import HANDLER_FILE, SLOT_CODEC, SLOT_EXPIRY, fingerprint
 from streamwarden.settings import load_settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE, SLOT_CODEC, SLOT_EXPIRY, fingerprint
 from streamwarden.stream.sessions.session_store import SlotCodec
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS

@@ -12,9 +12,9 @@ import pytest
 
 from streamwarden.atomic import write_json_atomic
 from streamwarden.failures import ConfigError, FailureClass
+from streamwarden.runfiles.handler_pin import HANDLER_FILE, fingerprint
 from streamwarden.runfiles.hold import read_hold, take_hold
 from streamwarden.settings import Settings, load_settings
-from streamwarden.stream.sessions.handler import HANDLER_FILE, fingerprint
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.upgrade import steps

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from streamwarden.stream.sessions.handler import OutputRow
+from streamwarden.session_handler import OutputRow
 from streamwarden.stream.sessions.table_handler import SessionTable, TableReconstruction
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
 

@@ -13,11 +13,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamwarden.atomic import read_json
 from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
+from streamwarden.runfiles.handler_pin import HANDLER_FILE, layout_buckets, pin_handler
+from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings
 from streamwarden.stream.batch_writer import BatchWrite, DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
 from streamwarden.stream.sessions.buckets import bucket_labels
 from streamwarden.stream.sessions.engine import SessionPolicy
-from streamwarden.stream.sessions.handler import HANDLER_FILE, layout_buckets, load_checked_handler, pin_handler
 from streamwarden.stream.sessions.packing import (
     INPUT_COLUMNS,
     PACKED_INPUT_SCHEMA,

@@ -28,11 +28,12 @@ from streamwarden.logs.log4j2 import write_log4j2_config
 from streamwarden.logs.python_logging import configure_job_logging
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.failure_file import write_failure
+from streamwarden.runfiles.handler_pin import check_pinned
 from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
 from streamwarden.secrets import scrub
+from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings, load_settings
 from streamwarden.settings_loading import ENV_PREFIX, SettingsError
-from streamwarden.stream.sessions.handler import check_pinned, load_checked_handler
 from streamwarden.wire import TableSchema
 
 if TYPE_CHECKING:

@@ -26,14 +26,10 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 from streamwarden.atomic import read_json
 from streamwarden.failures import ConfigError
+from streamwarden.runfiles.handler_pin import HANDLER_FILE, layout_buckets, layout_fingerprint
 from streamwarden.secrets import redact
+from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import SECRET_FIELDS, Settings
-from streamwarden.stream.sessions.handler import (
-    HANDLER_FILE,
-    layout_buckets,
-    layout_fingerprint,
-    load_checked_handler,
-)
 from streamwarden.tables.location import SESSION_ROWS, TableLocation
 from streamwarden.upgrade.release import PINNED, PINNED_SPARK_CONF
 from streamwarden.wire import ColumnType, TableSchema

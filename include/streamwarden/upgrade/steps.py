@@ -38,8 +38,8 @@ from deltalake.schema import Schema as DeltaSchema
 from streamwarden.failures import ConfigError, FailureClass, StreamwardenError
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.hold import read_hold, release_hold, take_hold
+from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings
-from streamwarden.stream.sessions.handler import load_checked_handler
 from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
 from streamwarden.tables.restore import restore_table
 from streamwarden.upgrade.compatibility import Compatibility, check_compatibility, session_rows_schema

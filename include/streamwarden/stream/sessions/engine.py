@@ -36,7 +36,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from streamwarden.failures import IntegrityError, MalformedDataError
-from streamwarden.stream.sessions.handler import OutputRow, SessionHandler
+from streamwarden.session_handler import OutputRow, SessionHandler
 from streamwarden.wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     EndEvent,

@@ -26,8 +26,8 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
+from streamwarden.session_handler import SessionHandler, load_handler
 from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, SessionResult, process_session
-from streamwarden.stream.sessions.handler import SessionHandler, load_handler
 from streamwarden.stream.sessions.packing import (
     INPUT_COLUMNS,
     PACKED_RECORDS,
@@ -51,7 +51,7 @@ class SessionJobConfig:
     session_timeout_ms: int
     session_slots: int = 0  # the checkpoint's state layout (sessions.session_store); 0: one entry per session
     slot_codec: str = ""  # how the checkpoint's slots are compressed; "": plain
-    slot_expiry: str = ""  # how they expire; "": Spark's TTL (sessions.handler.SLOT_EXPIRY)
+    slot_expiry: str = ""  # how they expire; "": Spark's TTL (runfiles.handler_pin.SLOT_EXPIRY)
 
 
 OUTPUT_CHUNK_ROWS = 8_192

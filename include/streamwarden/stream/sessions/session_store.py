@@ -1,7 +1,7 @@
 """Where a bucket's session states live in Spark's state store: one entry per session, or sessions in slots.
 
 Two layouts; a checkpoint keeps the one it was started with (pinned with the handler's fingerprint, see
-:func:`~streamwarden.stream.sessions.handler.pin_handler`):
+:func:`~streamwarden.runfiles.handler_pin.pin_handler`):
 
 * **entries** (``session_slots = 0``, every checkpoint written before slots): the bucket's ``MapState``
   ``sessions`` holds one entry per session, keyed by session id, with Spark's TTL as the session timeout.
@@ -10,12 +10,12 @@ Two layouts; a checkpoint keeps the one it was started with (pinned with the han
   A state call to the JVM costs ~25-40 us plus ~3.5 us per kB of value (measured on 2 cores, pipelined), so a
   batch that touches 100k sessions pays for a few thousand slot reads and writes instead of 200k calls.
   A new checkpoint's slots are compressed (``slot_codec``: the map's size as 4 bytes, then its zstd frame,
-  :data:`~streamwarden.stream.sessions.handler.SLOT_CODEC`): a batch that touches most sessions reads and
+  :data:`~streamwarden.runfiles.handler_pin.SLOT_CODEC`): a batch that touches most sessions reads and
   writes every slot, and what the JVM's state server spends is per byte; checkpoints started before keep
   their slots plain (the codec is pinned with the handler, as the slots are).
   The session timeout holds per session: a session whose entry was written ``timeout`` ago or earlier is
   dropped when its slot is next read (and not returned). A new checkpoint's slots carry no Spark TTL
-  (``slot_expiry``, :data:`~streamwarden.stream.sessions.handler.SLOT_EXPIRY`): under it, slots rewritten
+  (``slot_expiry``, :data:`~streamwarden.runfiles.handler_pin.SLOT_EXPIRY`): under it, slots rewritten
   every batch were removed about one timeout after their first write, losing live sessions' state. The slots
   are bounded (buckets x slots), and a slot drops its timed-out sessions whenever it is rewritten. Checkpoints
   started before keep Spark's TTL on their slots (it changes the state's schema).

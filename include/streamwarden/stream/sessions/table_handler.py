@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import msgspec
 
-from streamwarden.stream.sessions.handler import OutputRow
+from streamwarden.session_handler import OutputRow
 from streamwarden.wire import (
     ColumnType,
     DeleteEvent,
