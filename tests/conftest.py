@@ -74,10 +74,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The JVMs' options (``tests/jvm_options.py``), made once by the controlling process: the workers and every
-    process they start inherit them. A ``JAVA_TOOL_OPTIONS`` already set is left as it is."""
+    """The JVMs' options (``tests/fixtures/jvm_options.py``), made once by the controlling process: the workers and
+    every process they start inherit them. A ``JAVA_TOOL_OPTIONS`` already set is left as it is."""
     if not hasattr(config, "workerinput") and "JAVA_TOOL_OPTIONS" not in os.environ:
-        from jvm_options import jvm_options
+        from fixtures.jvm_options import jvm_options
 
         os.environ["JAVA_TOOL_OPTIONS"] = jvm_options()
 
@@ -173,7 +173,7 @@ def airflow_db() -> Path:
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
     """A loopback S3 server (moto, its own process) with an empty bucket: its URL."""
-    from s3_server import loopback_s3
+    from fixtures.s3_server import loopback_s3
 
     with loopback_s3() as url:
         yield url

@@ -1,4 +1,4 @@
-"""The test helper that answers a human-in-the-loop request during ``dag.test()`` (tests/approvals.py), and the
+"""The test helper that answers a human-in-the-loop request during ``dag.test()`` (tests/fixtures/approvals.py), and the
 DAGs' approval step that records the answer whatever it is, on a tiny DAG: an approval, a step after it, and a
 report that runs whatever happened (all_done) and reads the answer."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from approvals import answer_in_process
+from fixtures.approvals import answer_in_process
 from streamwarden.approvals import ANSWER_KEY
 
 pytestmark = pytest.mark.usefixtures("airflow_db")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from small_tables import replace_keeping_size, small_files_table
+from fixtures.small_tables import replace_keeping_size, small_files_table
 from streamwarden.alerts import read_alerts
 from streamwarden.maintenance.report import read_history
 from streamwarden.settings import Settings, load_settings

@@ -24,7 +24,18 @@ from typing import Any
 
 import pytest
 
-from approvals import Approval, answer_in_process
+from fixtures.approvals import Approval, answer_in_process
+from fixtures.stream_process import (
+    all_offsets,
+    assert_offsets_accounted,
+    holder_pid,
+    log_ends,
+    session_rows_count,
+    settings_of,
+    stream_env,
+    use_stream_env,
+)
+from fixtures.waiting import wait_for
 from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
@@ -36,10 +47,8 @@ from streamwarden.testing.replay import caught_up, final_tables, read_table
 from streamwarden.validation import steps as validation_steps
 from streamwarden.validation.report import last_validated
 from streamwarden.validation.settings import load_validation_settings
-from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import LIFECYCLE_POOL, stop_stream
 from streamwarden.wire import DEMO_SCHEMA
-from support import all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env, use_stream_env
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "plan_recovery", "stop_if_dry_run", "approve", "hold_and_stop", "archive_checkpoint",
@@ -110,23 +119,6 @@ class Drill:
     newest_before: dict[str, int]
 
 
-def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(1)
-
-
-def _rows(settings: Settings) -> int:
-    path = settings.root("output") / SESSION_ROWS
-    return read_table(path).num_rows if (path / "_delta_log").is_dir() else 0
-
-
-def _pid(settings: Settings) -> int | None:
-    holder = running_holder(settings)
-    return None if holder is None else holder.pid
-
-
 def _recover(conf: dict[str, Any], answer: str | None) -> tuple[dict[str, str | None], dict[str, Any], Approval]:
     approval = Approval("recover_stream", "approve", answer or "")
     if answer is None:
@@ -169,26 +161,26 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
         create_topics({"bootstrap.servers": broker.bootstrap_servers}, sites, 2)
         producer.start()
         pids["initial"] = StreamwardenHook().start_stream()
-        _wait(lambda: _rows(settings) > 50, 240, "the first rows")
+        wait_for(lambda: session_rows_count(settings) > 50, 240, "the first rows")
         recorded = validation_steps.run(settings, load_validation_settings())
         assert recorded.report.passed, recorded.report.text()
         validated = {name: int(entry["version"])
                      for name, entry in (last_validated(settings.run_paths.validation) or {})["tables"]
                      .items()}
-        rows_then = _rows(settings)
-        _wait(lambda: _rows(settings) > rows_then + 60, 240, "rows after the validated versions")
+        rows_then = session_rows_count(settings)
+        wait_for(lambda: session_rows_count(settings) > rows_then + 60, 240, "rows after the validated versions")
         for key, conf, answer in (("dry", {"reason": "drill: look"}, None),
                                   ("rejected", {"dry_run": False, "reason": "drill: no"}, "Reject"),
                                   ("approved", {"dry_run": False, "reason": "drill: roll back"}, "Approve")):
             if key == "approved":
                 newest_before = {name: TableLocation.of(settings, name).open().version() for name in validated}
             runs[key], reports[key], approvals[key] = _recover(conf, answer)
-            pids[key] = _pid(settings)
+            pids[key] = holder_pid(settings)
         time.sleep(5)  # the recovered stream goes on with new records
         stop.set()
         producer.join(60)
         ends = log_ends(all_offsets(broker.bootstrap_servers, sites))
-        _wait(lambda: caught_up(settings.checkpoint_location, ends), 240, "every offset read")
+        wait_for(lambda: caught_up(settings.checkpoint_location, ends), 240, "every offset read")
         assert stop_stream(settings, drain_timeout=60, term_timeout=10).method.value == "drained"
         yield Drill(settings, sites, produced[0], runs, reports, approvals, pids, validated, newest_before)
     finally:

@@ -27,18 +27,16 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from airflow_server import AirflowServer
-from approvals import answer_in_browser
-from browser import chromium_and_driver, headless_chromium, log_in, trigger_from_form
+from fixtures.airflow_server import AirflowServer
+from fixtures.approvals import answer_in_browser
+from fixtures.browser import chromium_and_driver, headless_chromium, log_in, trigger_from_form
+from fixtures.stream_process import StreamProcess, all_offsets, holder_pid, log_ends, produce_raw, stream_env
 from streamwarden.local.broker import LocalBroker
-from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS
 from streamwarden.testing.exactly_once import verify_table
 from streamwarden.testing.replay import OFFSET_COLUMNS, caught_up
 from streamwarden.validation.report import last_validated
-from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import stop_stream
-from support import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 
@@ -60,11 +58,6 @@ def _version(table: Path) -> int:
 def _listing(folder: Path) -> dict[str, int]:
     """Every file under ``folder`` with its size: what a dry run must leave alone."""
     return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _holder_pid(settings: Settings) -> int | None:
-    holder = running_holder(settings)
-    return None if holder is None else holder.pid
 
 
 def _validate(env: dict[str, str], log: Path) -> None:
@@ -126,7 +119,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
 
             # 3. a dry run from the form as it opens (every Param at its default): the plan, and nothing changed
             before = {"version": _version(table), "checkpoint": _listing(settings.checkpoint_location),
-                      "pid": _holder_pid(settings)}
+                      "pid": holder_pid(settings)}
             assert before["pid"] is not None
             dry = trigger_from_form(driver, base, DAG_ID, shots)
             assert airflow.run(DAG_ID, dry)["conf"] == _defaults(api, DAG_ID)
@@ -136,7 +129,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
             assert {states[t] for t in CHANGES} == {"skipped"}, states
             assert airflow.xcom(DAG_ID, dry, "plan_recovery") is not None
             after = {"version": _version(table), "checkpoint": _listing(settings.checkpoint_location),
-                     "pid": _holder_pid(settings)}
+                     "pid": holder_pid(settings)}
             assert after == before
             seconds["dry run"] = time.monotonic() - started
 
@@ -161,7 +154,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
             seconds["recovered"] = time.monotonic() - started
 
             # the stream runs again (checked before Airflow stops: it started it), every offset once
-            pid = _holder_pid(settings)
+            pid = holder_pid(settings)
             assert pid is not None and pid != before["pid"]
             expected = all_offsets(broker.bootstrap_servers, topics)
             assert caught_up(settings.checkpoint_location, log_ends(expected))
@@ -181,7 +174,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
             seconds["checked"] = time.monotonic() - started
 
             # 5. another real run, rejected in the UI: told as such, nothing changed
-            pid, version = _holder_pid(settings), _version(table)
+            pid, version = holder_pid(settings), _version(table)
             rejected = trigger_from_form(driver, base, DAG_ID, shots, switch=("dry_run",),
                                          text={"reason": "e2e: no"})
             answer_in_browser(api, driver, base, shots, dag_id=DAG_ID, run_id=rejected, task_id="approve",
@@ -193,7 +186,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
             assert {states[t] for t in CHANGES if t != "approve"} == {"skipped"}, states
             told = airflow.xcom(DAG_ID, rejected, "report_and_alert")
             assert told["outcome"].startswith("not approved: rejected by admin at "), told  # not "no answer"
-            assert (_holder_pid(settings), _version(table)) == (pid, version)
+            assert (holder_pid(settings), _version(table)) == (pid, version)
             seconds["rejected"] = time.monotonic() - started
 
             # 6. every other DAG from its form with its defaults (a release picked for upgrade_stream)

@@ -32,7 +32,9 @@ from urllib.parse import quote
 import pytest
 from confluent_kafka import Producer
 
-from airflow_server import AirflowServer
+from fixtures.airflow_server import AirflowServer
+from fixtures.stream_process import settings_of, stream_env
+from fixtures.waiting import wait_for
 from streamwarden.alerts import read_alerts
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.up import AirflowApi
@@ -42,7 +44,6 @@ from streamwarden.warden.launcher import read_launch_record, running_holder
 from streamwarden.warden.restart_policy import load_history
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.stop import stop_stream
-from support import settings_of, stream_env
 
 pytestmark = pytest.mark.slow
 DAG_ID = "stream_supervisor"
@@ -76,13 +77,8 @@ def steady_records(bootstrap: str, topics: list[str], per_second: int = 200) -> 
         thread.join(60)
 
 
-def _wait(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> float:
-    """Poll until ``predicate`` holds; the time.time() it first held."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(interval)
-    return time.time()
+POLL = 0.25
+"""Seconds between looks at what the drill times: the detection and healing figures are this exact."""
 
 
 def _committed_by_new_process(settings: Settings, old_pid: int, since: float) -> Callable[[], bool]:
@@ -117,7 +113,7 @@ def _first_sighting(api: AirflowApi, since: float, sign: str, timeout: float) ->
         found[:] = [e for e in _watch_events(api, since) if e["sighting"].get("sign") == sign]
         return bool(found)
 
-    _wait(seen, timeout, f"the watch's {sign} event", interval=1)
+    wait_for(seen, timeout, f"the watch's {sign} event", interval=1)
     return found[0]
 
 
@@ -178,11 +174,12 @@ def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_witho
             # 1. a start from nothing: quiet before the first commit, and after it while it keeps up
             first_run = api.unpause_and_trigger(DAG_ID, {"reason": "e2e: first start"})
             launched = time.time()
-            _wait(lambda: running_holder(settings) is not None, 300, "the first start")
+            wait_for(lambda: running_holder(settings) is not None, 300, "the first start", interval=POLL)
             first = running_holder(settings)
             assert first is not None
             first_pid = first.pid
-            committed = _wait(_committed_by_new_process(settings, -1, launched), 300, "the first commit")
+            committed = wait_for(_committed_by_new_process(settings, -1, launched), 300, "the first commit",
+                                 interval=POLL)
             assert read_alerts(alerts) == [], "no alert before the stream's first commit"
             seconds["first start: launch to first batch"] = committed - launched
             assert airflow.wait_run(DAG_ID, first_run, 120)["state"] == "success"
@@ -193,11 +190,12 @@ def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_witho
             assert running_holder(settings).pid == first_pid  # type: ignore[union-attr]
 
             # 2. kill -9 of the whole process group
-            _wait(_backoff_passed(settings), 120, "the restart backoff after the first start", interval=1)
+            wait_for(_backoff_passed(settings), 120, "the restart backoff after the first start", interval=1)
             killed = time.time()
             os.killpg(first.pgid, signal.SIGKILL)
             dead = _first_sighting(api, killed, "DEAD", 60)
-            healed = _wait(_committed_by_new_process(settings, first_pid, killed), 180, "a batch after the kill")
+            healed = wait_for(_committed_by_new_process(settings, first_pid, killed), 180, "a batch after the kill",
+                              interval=POLL)
             seconds["kill -9: detected"] = dead["at"] - killed
             seconds["kill -9: next batch"] = healed - killed
             print(f"kill -9 timeline (s): {_timeline(airflow, settings, killed, healed)}")
@@ -205,12 +203,13 @@ def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_witho
             second_pid = running_holder(settings).pid  # type: ignore[union-attr]
 
             # 3. SIGSTOP of the driver: alive, silent
-            _wait(_backoff_passed(settings), 180, "the restart backoff after the second start", interval=1)
-            _wait(_committed_by_new_process(settings, first_pid, time.time()), 60, "a fresh batch")
+            wait_for(_backoff_passed(settings), 180, "the restart backoff after the second start", interval=1)
+            wait_for(_committed_by_new_process(settings, first_pid, time.time()), 60, "a fresh batch", interval=POLL)
             stopped = time.time()
             os.kill(second_pid, signal.SIGSTOP)
             hung = _first_sighting(api, stopped, "HUNG", 120)
-            healed = _wait(_committed_by_new_process(settings, second_pid, stopped), 240, "a batch after SIGSTOP")
+            healed = wait_for(_committed_by_new_process(settings, second_pid, stopped), 240, "a batch after SIGSTOP",
+                              interval=POLL)
             seconds["SIGSTOP: detected"] = hung["at"] - stopped
             seconds["SIGSTOP: next batch"] = healed - stopped
             print(f"SIGSTOP timeline (s): {_timeline(airflow, settings, stopped, healed)}")
@@ -234,7 +233,7 @@ def test_the_watch_detects_and_heals_a_kill_9_and_a_sigstop_within_seconds_witho
             killed = time.time()
             os.killpg(third.pgid, signal.SIGKILL)
             _first_sighting(api, killed, "DEAD", 60)
-            _wait(lambda: any("circuit breaker open" in a["summary"] for a in read_alerts(alerts)), 120,
+            wait_for(lambda: any("circuit breaker open" in a["summary"] for a in read_alerts(alerts)), 120,
                   "the breaker's alert", interval=1)
             breaker = read_alerts(alerts)[-1]
             assert breaker["severity"] == "critical" and "force_restart" in breaker["next_action"], breaker

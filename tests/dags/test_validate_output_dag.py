@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
+from fixtures.stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
 from streamwarden.alerts import read_alerts
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS

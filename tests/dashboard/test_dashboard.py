@@ -220,8 +220,8 @@ def test_a_stopped_stream_without_a_broker_shows_the_lag_unknown_and_its_last_me
 
 def test_a_stopped_streams_lag_is_measured_against_its_checkpoint(settings: Settings,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixtures.stream_process import produce_raw
     from streamwarden.kafka.admin import create_topics
-    from support import produce_raw
 
     topic = f"{settings.topic_pattern.removesuffix('-.*')}-s0"
     create_topics({"bootstrap.servers": settings.bootstrap_servers}, [topic], partitions=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fixtures.stream_process import produce_raw
 from streamwarden.kafka.admin import (
     TopicPartitionId,
     fetch_high_watermarks,
@@ -12,7 +13,6 @@ from streamwarden.kafka.admin import (
     metadata_consumer,
 )
 from streamwarden.local.broker import LocalBroker
-from support import produce_raw
 
 
 def test_fetched_watermarks_are_the_log_end_whether_listed_or_fetched_at_the_known_end(

@@ -77,8 +77,8 @@ def test_roots_outside_the_home_are_archived_too_and_only_the_newest_three_kept(
 
 def test_tables_on_an_object_store_cannot_be_archived_so_up_refuses_to_start(s3_endpoint: str,
                                                                             tmp_path: Path) -> None:
-    from s3_server import BUCKET, storage_options
-    from small_tables import small_files_table
+    from fixtures.s3_server import BUCKET, storage_options
+    from fixtures.small_tables import small_files_table
 
     settings = load_settings(home=tmp_path / "home", output_root=f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/out",
                              storage_options=storage_options(s3_endpoint))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.stream_process import produce_raw
 from streamwarden.local.broker import LocalBroker
 from streamwarden.logs.bounds import JVM_LOG, PYTHON_LOG, ROLLED_LOG, LogBounds, log_files
 from streamwarden.logs.log4j2 import render_log4j2_properties, write_log4j2_config
@@ -25,7 +26,6 @@ from streamwarden.settings_loading import SettingsError
 from streamwarden.warden.launcher import read_launch_record, start_stream_detached
 from streamwarden.warden.status import read_status
 from streamwarden.warden.stop import stop_stream
-from support import produce_raw
 
 DAY = 86400.0
 PY4J_INFO = re.compile(r"INFO py4j\.")

@@ -22,6 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from fixtures.stream_process import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
+from fixtures.version_reader import VersionReader
 from streamwarden.local.broker import LocalBroker
 from streamwarden.maintenance.compaction import Journal
 from streamwarden.maintenance.plan import plan_table
@@ -29,8 +31,6 @@ from streamwarden.maintenance.report import read_history
 from streamwarden.maintenance.steps import maintenance_folder
 from streamwarden.tables.location import RECORDS, TableLocation
 from streamwarden.tables.reading import dataset
-from support import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
-from version_reader import VersionReader
 
 pytestmark = pytest.mark.slow
 

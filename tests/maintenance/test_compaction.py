@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from small_tables import replace_keeping_size, rows, settings_for, small_files_table
+from fixtures.small_tables import replace_keeping_size, rows, settings_for, small_files_table
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.compaction import Journal, new_run_id

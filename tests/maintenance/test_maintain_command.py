@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from small_tables import settings_for, small_files_table
+from fixtures.small_tables import settings_for, small_files_table
 from streamwarden.cli import main
 from streamwarden.maintenance.report import read_history
 

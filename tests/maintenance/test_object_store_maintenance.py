@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3_server import BUCKET, storage_options
-from small_tables import small_files_table
+from fixtures.s3_server import BUCKET, storage_options
+from fixtures.small_tables import small_files_table
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.compaction import new_run_id

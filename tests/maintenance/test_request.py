@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from small_tables import settings_for
+from fixtures.small_tables import settings_for
 from streamwarden.failures import ConfigError
 from streamwarden.maintenance.request import request_from_params
 from streamwarden.maintenance.settings import MiB, load_maintenance_settings

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from stream_output import commit_batch, settings_for
+from fixtures.stream_output import commit_batch, settings_for
+from fixtures.stream_process import produce_raw
 from streamwarden.atomic import write_json_atomic
 from streamwarden.dashboard.series import history_rate
 from streamwarden.failures import ConfigError
@@ -20,7 +21,6 @@ from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.validation.report import LAST_VALIDATED
-from support import produce_raw
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from stream_output import commit_batch, settings_for
+from fixtures.stream_output import commit_batch, settings_for
+from fixtures.stream_process import produce_raw
 from streamwarden.atomic import write_json_atomic
 from streamwarden.failures import EXIT_CODES, FailureClass, FailureDocument, IntegrityError
 from streamwarden.local.broker import LocalBroker
@@ -32,7 +33,6 @@ from streamwarden.settings import Settings
 from streamwarden.tables.committed import Runs
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
 from streamwarden.validation.report import LAST_VALIDATED, last_validated
-from support import produce_raw
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 OWNER = "recover_stream/drill"

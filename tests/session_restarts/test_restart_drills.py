@@ -25,6 +25,14 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures.stream_process import (
+    StreamProcess,
+    all_offsets,
+    assert_offsets_accounted,
+    log_ends,
+    settings_of,
+    stream_env,
+)
 from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
@@ -33,7 +41,6 @@ from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.replay import final_tables, read_table
 from streamwarden.wire import DEMO_SCHEMA
-from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env
 
 pytestmark = pytest.mark.slow
 

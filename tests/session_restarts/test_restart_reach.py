@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.stream_process import produce_raw
 from streamwarden.dashboard.alerts_now import dag_actions
 from streamwarden.dashboard.model import Sites
 from streamwarden.dashboard.page import sites_card
@@ -25,7 +26,6 @@ from streamwarden.session_restarts.reach import Cause, reach, stream_during
 from streamwarden.session_restarts.request import request_from_params
 from streamwarden.session_restarts.settings import RestartSettings, load_restart_settings
 from streamwarden.settings import Settings, load_settings
-from support import produce_raw
 
 RESTARTS: RestartSettings = load_restart_settings(schedule="none")
 

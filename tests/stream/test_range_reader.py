@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
+from fixtures.stream_process import produce_raw
 from streamwarden.failures import DataLossError
 from streamwarden.local.broker import LocalBroker
 from streamwarden.stream.source.range_reader import KafkaRange, read_ranges
-from support import produce_raw
 
 
 def _range(broker: LocalBroker, topic: str, partition: int, start: int, end: int) -> KafkaRange:

@@ -10,7 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sessions_fixtures import (
+
+from fixtures.sessions import (
     ALL_TRAFFIC,
     DAMAGED_INDEX,
     DAMAGED_SESSIONS,
@@ -26,7 +27,6 @@ from sessions_fixtures import (
     snapshot,
     update,
 )
-
 from streamwarden.failures import ConfigError, IntegrityError, MalformedDataError
 from streamwarden.runfiles.handler_pin import (
     HANDLER_FILE,
@@ -85,7 +85,7 @@ def test_strict_resync_skips_exactly_the_damaged_interval() -> None:
 
 @pytest.mark.parametrize("session", sorted(DAMAGED_SESSIONS))
 def test_strict_fail_names_session_expected_and_seen(session: str) -> None:
-    from sessions_fixtures import DUPLICATE, EARLY, GAP
+    from fixtures.sessions import DUPLICATE, EARLY, GAP
 
     traffic = {"B": GAP, "C": DUPLICATE, "D": EARLY}[session]
     reason, expected, seen = DAMAGED_SESSIONS[session]
@@ -138,7 +138,7 @@ def test_the_fuzzy_watermark_is_stored_with_the_meta_and_holds_across_a_batch_bo
 
 
 def test_state_survives_a_batch_boundary_without_false_gaps() -> None:
-    from sessions_fixtures import CLEAN
+    from fixtures.sessions import CLEAN
 
     records = [RawRecord("t", 0, i, m.key, m.value, T0) for i, m in enumerate(CLEAN)]
     first = process_session(SessionMeta(), {}, records[:2], handler=HANDLER, schema=SCHEMA, policy=SessionPolicy())

@@ -17,7 +17,8 @@ import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
-from sessions_fixtures import (
+
+from fixtures.sessions import (
     ALL_TRAFFIC,
     CLEAN,
     DAMAGED_SESSIONS,
@@ -32,7 +33,7 @@ from sessions_fixtures import (
     snapshot,
     update,
 )
-
+from fixtures.stream_process import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env
 from streamwarden.failures import EXIT_CODES, FailureClass
 from streamwarden.local.broker import LocalBroker
 from streamwarden.local.producer import ProducerOptions, run_producer
@@ -46,7 +47,6 @@ from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.faults import CHAOS_ENV
 from streamwarden.testing.replay import final_tables, offsets_by_table, read_table
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
-from support import StreamProcess, all_offsets, assert_offsets_accounted, log_ends, stream_env
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parent

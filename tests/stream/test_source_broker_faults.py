@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.stream_process import produce_raw
 from streamwarden.failures import EnvironmentFailure
 from streamwarden.kafka.admin import TopicPartitionId, list_partitions, metadata_consumer, watermarks_within
 from streamwarden.local.broker import LocalBroker
 from streamwarden.stream.source.kafka_source import KafkaSourceOptions, KafkaStreamReader
 from streamwarden.stream.source.offsets import from_doc, to_doc
-from support import produce_raw
 
 
 @pytest.fixture()

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sessions_fixtures import SCHEMA
 
+from fixtures.sessions import SCHEMA
+from fixtures.stream_process import all_offsets, assert_offsets_accounted, log_ends
 from streamwarden.local.broker import LocalBroker, free_port
 from streamwarden.local.producer import ProducerOptions, run_producer
 from streamwarden.settings import load_settings
@@ -21,7 +22,6 @@ from streamwarden.tables.location import SESSION_ROWS
 from streamwarden.testing.replay import caught_up, final_tables, read_table
 from streamwarden.warden.launcher import log_tail, start_stream_detached
 from streamwarden.warden.stop import StopMethod, stop_stream
-from support import all_offsets, assert_offsets_accounted, log_ends
 
 pytestmark = pytest.mark.slow
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from fixtures.stream_process import StreamProcess, expected_ranges, produce_raw, stream_env
 from streamwarden.local.broker import LocalBroker
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.heartbeat import read_heartbeat
@@ -24,7 +25,6 @@ from streamwarden.tables.content import check_content, recorded_hashes
 from streamwarden.tables.location import RECORDS, TableLocation
 from streamwarden.testing.exactly_once import verify_table
 from streamwarden.testing.faults import CHAOS_ENV
-from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.stream_process import StreamProcess, produce_raw, stream_env
 from streamwarden.failures import EXIT_CODES, FailureClass
 from streamwarden.kafka.admin import create_topics, delete_topics
 from streamwarden.local.broker import LocalBroker, free_port
 from streamwarden.runfiles.failure_file import read_failure
-from support import StreamProcess, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 

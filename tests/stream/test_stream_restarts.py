@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.stream_process import StreamProcess, expected_ranges, produce_raw, stream_env
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.kafka.admin import create_topics, delete_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.runfiles.checkpoint import commit_batches
 from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.testing.exactly_once import verify_table
-from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 

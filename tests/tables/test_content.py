@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from small_tables import replace_keeping_size, rows, small_files_table
-from stream_output import commit_batch, committed_paths, settings_for, table_root
+from fixtures.small_tables import replace_keeping_size, rows, small_files_table
+from fixtures.stream_output import commit_batch, committed_paths, settings_for, table_root
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.cleanup import clean_table

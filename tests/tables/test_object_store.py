@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
-from s3_server import BUCKET, SECRET, loopback_s3, storage_options
+from fixtures.s3_server import BUCKET, SECRET, loopback_s3, storage_options
 from streamwarden.failures import ConfigError, FailureClass
 from streamwarden.settings import Settings, load_settings
 from streamwarden.storage import StoreUri

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from stream_output import commit_batch, settings_for
+from fixtures.stream_output import commit_batch, settings_for
 from streamwarden.failures import ConfigError
 from streamwarden.tables.committed import Runs, rewind
 from streamwarden.tables.location import SESSION_ROWS, TableLocation

@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from airflow_server import REPO, AirflowServer
-from browser import chromium_and_driver, headless_chromium, log_in, save, wait_for
+from fixtures.airflow_server import REPO, AirflowServer
+from fixtures.browser import chromium_and_driver, headless_chromium, log_in, save, wait_for
+from fixtures.stream_process import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
 from streamwarden.alerts import Alert, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.local.broker import LocalBroker
@@ -39,7 +40,6 @@ from streamwarden.warden.decision import recovery_action
 from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.status import read_status
 from streamwarden.warden.stop import stop_stream
-from support import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 README_IMAGE = REPO / "docs" / "images" / "streamwarden-page.png"

@@ -26,6 +26,17 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures.stream_process import (
+    all_offsets,
+    assert_offsets_accounted,
+    holder_pid,
+    log_ends,
+    session_rows_count,
+    settings_of,
+    stream_env,
+    use_stream_env,
+)
+from fixtures.waiting import wait_for
 from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
@@ -35,10 +46,8 @@ from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.testing.replay import final_tables, read_table
 from streamwarden.upgrade.release import read_active
-from streamwarden.warden.launcher import running_holder
 from streamwarden.warden.stop import stop_stream
 from streamwarden.wire import DEMO_SCHEMA
-from support import all_offsets, assert_offsets_accounted, log_ends, settings_of, stream_env, use_stream_env
 
 pytestmark = pytest.mark.slow
 
@@ -63,18 +72,6 @@ class Drill:
     rows_before_upgrade: int
 
 
-def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(1)
-
-
-def _rows(settings: Settings) -> int:
-    path = settings.root("output") / SESSION_ROWS
-    return read_table(path).num_rows if (path / "_delta_log").is_dir() else 0
-
-
 def _upgrade(conf: dict[str, Any]) -> tuple[dict[str, str | None], float]:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -83,11 +80,6 @@ def _upgrade(conf: dict[str, Any]) -> tuple[dict[str, str | None], float]:
     started = time.monotonic()
     run = bag.dags["upgrade_stream"].test(run_conf=conf)
     return {ti.task_id: ti.state for ti in run.get_task_instances()}, time.monotonic() - started
-
-
-def _pid(settings: Settings) -> int | None:
-    holder = running_holder(settings)
-    return None if holder is None else holder.pid
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +117,8 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
         create_topics({"bootstrap.servers": broker.bootstrap_servers}, sites, 2)
         producer.start()
         pids["initial"] = StreamwardenHook().start_stream()
-        _wait(lambda: _rows(settings) > 50, 240, "the first rows")
-        rows_before = _rows(settings)
+        wait_for(lambda: session_rows_count(settings) > 50, 240, "the first rows")
+        rows_before = session_rows_count(settings)
         for key, conf in (("check", {"release": "v2-tagged", "dry_run": True}),
                           ("v2", {"release": "v2-tagged", "health_minutes": HEALTH_MINUTES, "dry_run": False,
                                   "reason": "drill: add a column"}),
@@ -135,13 +127,13 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
             runs[key], seconds[key] = _upgrade(conf)
             active = read_active(settings)
             active_after[key] = None if active is None else active.release.name
-            pids[key] = _pid(settings)
+            pids[key] = holder_pid(settings)
         time.sleep(5)  # the old version processes a few batches again
         stop.set()
         producer.join(60)
         ends = log_ends(all_offsets(broker.bootstrap_servers, sites))
         from streamwarden.testing.replay import caught_up
-        _wait(lambda: caught_up(settings.checkpoint_location, ends), 240, "every offset read")
+        wait_for(lambda: caught_up(settings.checkpoint_location, ends), 240, "every offset read")
         outcome = stop_stream(settings, drain_timeout=60, term_timeout=10)
         assert outcome.method.value == "drained", outcome
         yield Drill(settings, sites, produced[0], runs, seconds, active_after, pids, rows_before)

@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+from fixtures.stream_process import produce_raw
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
@@ -19,7 +20,6 @@ from streamwarden.upgrade import steps
 from streamwarden.upgrade.journal import Journal
 from streamwarden.warden.health import Overall
 from streamwarden.warden.settings import load_warden_settings
-from support import produce_raw
 
 WARDEN = load_warden_settings(heartbeat_floor=30, startup_grace=60)
 

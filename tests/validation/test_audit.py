@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from stream_output import commit_batch, settings_for, write_checkpoint
+from fixtures.stream_output import commit_batch, settings_for, write_checkpoint
 from streamwarden.settings import Settings
 from streamwarden.tables.location import pipeline_tables
 from streamwarden.tables.ranges import OffsetRanges

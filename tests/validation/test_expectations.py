@@ -23,7 +23,7 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from stream_output import add_copy, commit_batch, committed_paths, settings_for, write_checkpoint
+from fixtures.stream_output import add_copy, commit_batch, committed_paths, settings_for, write_checkpoint
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
 from streamwarden.stream.sink.delta_sink import DeltaSink
@@ -407,7 +407,7 @@ def test_no_connection_is_attempted_and_analytics_are_off(settings: Settings, tm
                          if event.startswith("socket.") else None)
         os.environ.pop("GX_ANALYTICS_ENABLED", None)
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-        from stream_output import settings_for
+        from fixtures.stream_output import settings_for
         from streamwarden.validation.expectations.run import check_expectations
         from streamwarden.validation.settings import ValidationSettings
         from streamwarden.validation.snapshot import pin

@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from drills import (
+
+from fixtures.stream_process import settings_of
+from fixtures.validation_drills import (
     StreamRun,
     as_ranges,
     batch_commits,
@@ -39,14 +41,12 @@ from drills import (
     table_root,
     unexpected_rows,
 )
-
 from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import delete_topics
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
-from streamwarden.validation.report import last_validated, validation_folder
-from support import settings_of
+from streamwarden.validation.report import last_validated
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +110,7 @@ class Drill:
         path = Path(summary["report"])
         report: dict[str, Any] = json.loads(path.read_text())
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert path.parent == validation_folder(settings_of(env).root("run"))
+        assert path.parent == settings_of(env).run_paths.validation
         assert report["findings"][:50] == summary["findings"]  # the summary shows the first findings of the file
         assert report["classes"] == summary["classes"] and report["run_id"] == summary["run_id"]
         return Validated({k: ti.state for k, ti in instances.items()}, summary, path, report,

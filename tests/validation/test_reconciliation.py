@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from stream_output import (
+from fixtures.stream_output import (
     add_copy,
     commit_batch,
     committed_paths,

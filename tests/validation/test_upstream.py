@@ -14,14 +14,14 @@ import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from stream_output import commit_batch, settings_for, write_checkpoint
+from fixtures.stream_output import commit_batch, settings_for, write_checkpoint
+from fixtures.stream_process import produce_raw
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import Settings
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.findings import FindingClass
 from streamwarden.validation.settings import ValidationSettings
 from streamwarden.validation.steps import validate
-from support import produce_raw
 
 ONLINE = ValidationSettings(broker_timeout=10.0)
 WEEK = 7 * 24 * 3600.0  # the retention the topic factory creates topics with

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
+from fixtures.stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
 from streamwarden.cli import main
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_output import commit_batch, settings_for
+from fixtures.stream_output import commit_batch, settings_for
 from streamwarden.failures import ConfigError
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges

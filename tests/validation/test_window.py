@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_output import add_copy, remove_file, settings_for, sink, write_checkpoint, write_covers
+from fixtures.stream_output import add_copy, remove_file, settings_for, sink, write_checkpoint, write_covers
 from streamwarden.settings import Settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.stream_process import produce_raw
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
@@ -22,7 +23,6 @@ from streamwarden.testing.faults import CHAOS_RAISE_ENV
 from streamwarden.warden.health import HealthVerdict, Overall, assess
 from streamwarden.warden.lag import LagStatus
 from streamwarden.warden.settings import WardenSettings, load_warden_settings
-from support import produce_raw
 
 WARDEN = load_warden_settings(heartbeat_floor=30, startup_grace=20, lag_window=3)
 

@@ -37,7 +37,7 @@ spark.stop()
 def _driver(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
     """What the driver JVM of ``spark-submit`` started with ``env`` reports: its maximum heap, its collectors, the
     highest tier its compiler goes to, its committed heap, whether it touched it all and the variables of
-    :data:`MALLOC`. The test run's own JVM options (``tests/jvm_options.py``) are left out: they come first and
+    :data:`MALLOC`. The test run's own JVM options (``tests/fixtures/jvm_options.py``) are left out: they come first and
     would give every JVM the quick compiler."""
     env = {name: value for name, value in env.items() if name != "JAVA_TOOL_OPTIONS"}
     script = tmp_path / "probe.py"

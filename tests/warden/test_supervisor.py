@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 import pytest
 from test_alerts import Receiver, receiver  # noqa: F401 - the loopback webhook fixture
 
+from fixtures.stream_process import StreamProcess, expected_ranges, produce_raw, stream_env
+from fixtures.waiting import wait_for
 from streamwarden.alerts import read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.broker import LocalBroker
@@ -31,7 +32,6 @@ from streamwarden.warden.limits import progress_limit
 from streamwarden.warden.restart_policy import load_history
 from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.stop import stop_stream
-from support import StreamProcess, expected_ranges, produce_raw, stream_env
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -64,13 +64,6 @@ def _supervise(conf: dict[str, Any] | None = None) -> dict[str, str | None]:
     dag = DagBag(dag_folder=str(REPO / "dags" / "stream_supervisor.py")).dags["stream_supervisor"]
     run = dag.test(run_conf=conf)
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
-
-
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.5)
 
 
 def _stale(settings: Settings) -> bool:
@@ -135,20 +128,20 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     assert first == pids[0]
 
     # Running and caught up: healthy, no action.
-    _wait(_caught_up(settings, ends), 240, "the first records")
+    wait_for(_caught_up(settings, ends), 240, "the first records", interval=0.5)
     states = _supervise()
     assert states["healthy"] == "success" and states["restart_stream"] == "skipped", states
     assert _holder_pid(settings) == first
 
     # kill -9 the driver: the next run restarts it; output continues exactly once.
     os.kill(first, signal.SIGKILL)
-    _wait(lambda: running_holder(settings) is None, 60, "the lease to be released")
+    wait_for(lambda: running_holder(settings) is None, 60, "the lease to be released", interval=0.5)
     _merge(ends, produce_raw(broker.bootstrap_servers, topics, 10_000))
     states = _supervise()
     assert states["restart_stream"] == "success" and states["escalate"] == "skipped", states
     second = _holder_pid(settings)
     assert second != first
-    _wait(_caught_up(settings, ends), 240, "records after the restart")
+    wait_for(_caught_up(settings, ends), 240, "records after the restart", interval=0.5)
     report = verify_table(table, expected_ranges(ends))
     assert report.ok, report.summary()
     restart_alerts = [a for a in read_alerts(settings.run_paths.alerts) if a["summary"].startswith("stream restarted")]
@@ -156,7 +149,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
 
     # SIGSTOP the driver: hung, seen through the heartbeat's age; the stopped process is killed.
     os.kill(second, signal.SIGSTOP)
-    _wait(lambda: _stale(settings), 180, "a stale heartbeat")
+    wait_for(lambda: _stale(settings), 180, "a stale heartbeat", interval=0.5)
     _merge(ends, produce_raw(broker.bootstrap_servers, topics, 5_000))
     states = _supervise()
     assert states["restart_stream"] == "success", states
@@ -165,7 +158,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     hung = read_alerts(settings.run_paths.alerts)[-1]
     assert hung["verdict"]["label"] == "HUNG" and hung["verdict"]["process_state"] == "stopped", hung
     assert any("heartbeat is" in r for r in hung["verdict"]["reasons"]), hung["verdict"]["reasons"]
-    _wait(_caught_up(settings, ends), 240, "records after the hung restart")
+    wait_for(_caught_up(settings, ends), 240, "records after the hung restart", interval=0.5)
     report = verify_table(table, expected_ranges(ends))
     assert report.ok, report.summary()
 
@@ -174,7 +167,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
     assert starts == 2
     monkeypatch.setenv("STREAMWARDEN_WARDEN_MAX_RESTARTS_PER_HOUR", str(starts))
     os.kill(third, signal.SIGKILL)
-    _wait(lambda: running_holder(settings) is None, 60, "the lease to be released")
+    wait_for(lambda: running_holder(settings) is None, 60, "the lease to be released", interval=0.5)
     states = _supervise()
     assert states["escalate"] == "failed" and states["restart_stream"] == "skipped", states
     assert running_holder(settings) is None and len(load_history(settings).starts) == starts

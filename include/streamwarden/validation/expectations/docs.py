@@ -1,6 +1,6 @@
 """The Data Docs of a run: its validation results stored in the context, the HTML site built under a folder.
 
-The site is ``<run_root>/data_docs/`` (:func:`docs_folder`); each run adds one page per validated batch
+The site is ``<run_root>/data_docs/`` (``settings.run_paths.data_docs``); each run adds one page per validated batch
 (``validations/<suite>/<run id>/...html``); the pages are then made readable offline and ``index.html`` lists
 every run's pages on disk (:mod:`.offline`; pages of earlier runs stay for the alerts that link them, those
 older than :data:`KEEP_DAYS` days are deleted).
