@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from fixtures import REPO
+
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="sw-airflow-"))
 os.environ.update({
     "AIRFLOW_HOME": str(_AIRFLOW_HOME),
@@ -34,6 +35,8 @@ logging.getLogger("py4j").setLevel(logging.WARNING)  # its exit-time INFO lines 
 for _name in [n for n in os.environ if n.startswith("STREAMWARDEN_")]:
     del os.environ[_name]  # tests build their own settings; a developer's shell must not leak in
 
+pytest_plugins = ("fixtures.stand_in", "fixtures.webhook")
+"""Fixture modules whose fixtures any test may request by name."""
 _CPU_AT_SETUP = pytest.StashKey[float]()
 
 if TYPE_CHECKING:

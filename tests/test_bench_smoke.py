@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from streamwarden_bench.cli import results_stem
 
+from fixtures import REPO
+
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_tiny_bench_run_writes_verified_results(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from fixtures import REPO
+
 SHARED = ("streamwarden", "streamwarden.settings", "streamwarden.settings_loading", "streamwarden.failures",
           "streamwarden.wire", "streamwarden.atomic", "streamwarden.processes", "streamwarden.storage",
           "streamwarden.schedules", "streamwarden.params", "streamwarden.process_setup", "streamwarden.alerts",

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from fixtures import REPO
+
 SCHEMA = REPO.parent / "shared" / "compose-spec.json"
 
 

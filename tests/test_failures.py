@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from fixtures import REPO
 from streamwarden.failures import (
     EXIT_ALREADY_RUNNING,
     EXIT_CODES,
@@ -26,7 +26,7 @@ def test_exit_codes_are_distinct_and_documented() -> None:
     assert len(set(codes)) == len(codes)
     assert set(EXIT_CODES) == set(FailureClass)
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     table = readme[readme.index("## Exit codes"):]
     documented = {int(code): cls for code, cls in re.findall(r"^\| (\d+) \| *`?([A-Z_]*)`? *\|", table, re.M)}
     assert documented == {0: "", EXIT_ALREADY_RUNNING: "", **{code: cls.value for cls, code in EXIT_CODES.items()}}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "include" / "streamwarden"
+from fixtures import REPO
+
+CORE = REPO / "include" / "streamwarden"
 
 
 def test_every_core_module_opens_with_a_docstring() -> None:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import psutil
 import pytest
@@ -18,7 +17,6 @@ from streamwarden_longrun.processes import CpuBurn
 from streamwarden_longrun.records import MIB, Event, EventType, RoleMemory, RunInfo, RunLog, Sample, from_line, to_line
 from streamwarden_longrun.roles import EXPECTED_ROLES, OTHER, classify
 
-REPO = Path(__file__).resolve().parents[1]
 START = 1_800_000_000.0  # the made-up run's start, epoch seconds
 
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from streamwarden.failures import FailureClass
 from streamwarden.secrets import MASK, is_secret_key, redact, scrub
 
 MARKER = "MARKER-5ecret-7f3a"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

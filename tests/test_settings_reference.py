@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import REPO
 from streamwarden.settings_reference import SECTIONS, duration_text, known_names, reference
 
-REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "settings.md"
 NAME = re.compile(r"STREAMWARDEN_[A-Z0-9_]*")
 NAMED_ON_PURPOSE = {

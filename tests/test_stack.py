@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pyspark
 
+from fixtures import REPO
+
 
 def test_pyspark_python_code_matches_the_spark_core_jar() -> None:
     jars = Path(pyspark.__file__).parent / "jars"
@@ -25,6 +27,6 @@ def test_python_streaming_source_has_admission_control() -> None:
 
 
 def test_core_library_does_not_import_airflow() -> None:
-    sources = Path(__file__).resolve().parents[1] / "include" / "streamwarden"
+    sources = REPO / "include" / "streamwarden"
     offenders = [p.name for p in sources.rglob("*.py") if re.search(r"^\s*(from|import) airflow", p.read_text(), re.M)]
     assert offenders == []

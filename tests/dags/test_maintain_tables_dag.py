@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fixtures import REPO
 from fixtures.small_tables import replace_keeping_size, small_files_table
 from streamwarden.alerts import read_alerts
 from streamwarden.maintenance.report import read_history
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = ("plan_compaction", "compact_and_prove", "vacuum_and_checkpoint", "record_report")
 
 

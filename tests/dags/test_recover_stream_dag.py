@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from fixtures.approvals import Approval, answer_in_process
 from fixtures.stream_process import (
     all_offsets,
@@ -50,7 +51,6 @@ from streamwarden.validation.settings import load_validation_settings
 from streamwarden.warden.stop import LIFECYCLE_POOL, stop_stream
 from streamwarden.wire import DEMO_SCHEMA
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "plan_recovery", "stop_if_dry_run", "approve", "hold_and_stop", "archive_checkpoint",
          "restore_tables", "seed_checkpoint", "start_stream", "wait_caught_up", "validate", "report_and_alert")
 ACTING = STEPS[4:11]

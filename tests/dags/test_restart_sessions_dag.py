@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from streamwarden.alerts import read_alerts
 from streamwarden.kafka.admin import list_partitions, metadata_consumer
 from streamwarden.local.broker import LocalBroker
 from streamwarden.settings import load_settings
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "plan_restarts", "send_commands", "wait_for_new_sessions", "report_and_alert")
 
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from streamwarden.local.platform_record import write_platform_record
 from streamwarden.settings import load_settings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _dag(dag_id: str) -> Any:

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from streamwarden.alerts import read_alerts
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
 from streamwarden.warden.lag_history import read_lag_history
 
-REPO = Path(__file__).resolve().parents[2]
 # restart is marked successful instead of run: launching the real stream is tests/warden/test_supervisor.py's job.
 LIFECYCLE_TASKS = r"^restart_stream$"
 

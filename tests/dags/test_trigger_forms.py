@@ -9,12 +9,12 @@ left empty is typed ``["null", ...]`` with a null default, and every default val
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from fixtures import REPO
+
 DAGS = ("stream_supervisor", "maintain_tables", "validate_output", "restart_sessions", "recover_stream",
         "upgrade_stream")
 

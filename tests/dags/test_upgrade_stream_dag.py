@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from streamwarden.alerts import read_alerts
 from streamwarden.atomic import write_json_atomic
 from streamwarden.runfiles.handler_pin import HANDLER_FILE, fingerprint
@@ -17,7 +18,6 @@ from streamwarden.settings import load_settings
 from streamwarden.stream.sessions.table_handler import TableReconstruction
 from streamwarden.upgrade.release import read_active
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "check_compatibility", "stop_if_dry_run", "hold_and_drain", "copy_checkpoint",
          "evolve_schema", "activate_release", "start_new", "watch_health", "rollback", "report_and_alert")
 CHANGES = ("hold_and_drain", "copy_checkpoint", "evolve_schema", "activate_release", "start_new", "watch_health")
@@ -92,7 +92,7 @@ def test_bad_params_are_named_at_once_and_alerted_before_anything_changes(home: 
 def test_a_changed_state_layout_is_refused_by_the_compatibility_check(home: Path) -> None:
     settings = load_settings()
     write_json_atomic(settings.checkpoint_location / HANDLER_FILE, fingerprint(TableReconstruction(), 64))
-    (home / "releases" / "v9.yaml").write_text("session_handler: upgrade_handlers:ChangedLayout\n")
+    (home / "releases" / "v9.yaml").write_text("session_handler: fixtures.upgrade_handlers:ChangedLayout\n")
     states = _states(_dag().test(run_conf={"release": "v9", "dry_run": False}))
     assert states["check_params"] == "success" and states["check_compatibility"] == "failed", states
     assert states["report_and_alert"] == "failed"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fixtures import REPO
 from fixtures.stream_output import commit_batch, committed_paths, remove_file, settings_for, write_checkpoint
 from streamwarden.alerts import read_alerts
 from streamwarden.settings import Settings
@@ -20,7 +21,6 @@ from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.ranges import OffsetRanges
 from streamwarden.validation.report import last_validated
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = ("check_params", "validate_tables", "report_and_alert")
 BATCH_0: OffsetRanges = {"sites-a": {0: (0, 100), 1: (0, 40)}}
 BATCH_1: OffsetRanges = {"sites-a": {0: (100, 150), 1: (40, 45)}}

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fixtures import REPO
 from streamwarden.failures import EXIT_CODES, ConfigError, FailureClass, FailureDocument
 from streamwarden.local import archive
 from streamwarden.local.clean_start import pause_in_database
@@ -26,7 +27,6 @@ from streamwarden.settings import Settings, load_settings
 from streamwarden.warden.restart_policy import RestartHistory, save_history
 from streamwarden.warden.settings import load_warden_settings
 
-REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 27, 9, 15, tzinfo=UTC)
 
 

@@ -29,6 +29,7 @@ import pytest
 from deltalake import DeltaTable
 from streamwarden_longrun.roles import EXPECTED_ROLES
 
+from fixtures import REPO
 from streamwarden.alerts import read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING
 from streamwarden.local.airflow_api import AirflowApi
@@ -38,7 +39,6 @@ from streamwarden.processes import group_members
 from streamwarden.runfiles.lease import is_held, read_holder
 from streamwarden.settings import Settings, load_settings
 
-REPO = Path(__file__).resolve().parents[2]
 LONG_RUN_TIMEOUT = 1100.0  # 5 minutes of platform, up to 7 for its stop (the drain), the report
 FIRST_BATCH_TIMEOUT = 600.0  # Airflow took 250 s to answer on a busy 2-core machine
 EXIT_TIMEOUT = 200.0

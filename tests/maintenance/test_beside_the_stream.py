@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from fixtures import REPO
 from fixtures.stream_process import StreamProcess, all_offsets, log_ends, produce_raw, stream_env
 from fixtures.version_reader import VersionReader
 from streamwarden.local.broker import LocalBroker
@@ -34,7 +35,7 @@ from streamwarden.tables.reading import dataset
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
+
 TARGET = 2**20
 SMALL = int(TARGET * 0.75)
 

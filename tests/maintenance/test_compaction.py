@@ -21,8 +21,6 @@ from streamwarden.maintenance.request import MaintenanceRequest
 from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def request(**changes: object) -> MaintenanceRequest:
     values: dict[str, object] = {"tables": ("session_rows",), "target_file_size": 2**20,

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from fixtures import TESTS
 from fixtures.stream_output import commit_batch, settings_for
 from fixtures.stream_process import produce_raw
 from streamwarden.atomic import write_json_atomic
@@ -36,7 +37,6 @@ from streamwarden.validation.report import LAST_VALIDATED, last_validated
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 OWNER = "recover_stream/drill"
-HERE = Path(__file__).resolve().parent
 EXECUTE = """
 import sys
 from pathlib import Path
@@ -147,7 +147,7 @@ def test_a_kill_9_anywhere_then_a_rerun_ends_as_an_uninterrupted_run(
     approved = _plan(settings)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(approved.to_json()))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
     process = subprocess.Popen([sys.executable, "-c", EXECUTE, str(tmp_path / "killed"), settings.bootstrap_servers,
                                 settings.topic_pattern, str(plan_file)], stdout=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures import REPO
 from fixtures.stream_process import (
     StreamProcess,
     all_offsets,
@@ -44,7 +45,7 @@ from streamwarden.wire import DEMO_SCHEMA
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
+
 INTERVAL = 60.0  # STREAMWARDEN_SESSION_RESTART_SCHEDULE=1m
 REACTION_S = 15.0
 """How long a site may take, from its turn (the plan's ``not_before``) to its new session's first record, on a busy

@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from fixtures import REPO, TESTS
 from fixtures.sessions import (
     ALL_TRAFFIC,
     CLEAN,
@@ -49,7 +50,7 @@ from streamwarden.testing.replay import final_tables, offsets_by_table, read_tab
 from streamwarden.wire import ColumnType, SessionEvent, TableSchema
 
 pytestmark = pytest.mark.slow
-TESTS = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent
 
 
 class EventCounter:
@@ -260,7 +261,7 @@ def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
     placed = produce_messages(broker.bootstrap_servers, topic, CLEAN)
     env = stream_env(tmp_path, broker.bootstrap_servers, topic, pipeline="sessions",
                      session_handler="test_session_stream:EventCounter")
-    paths = [TESTS, TESTS.parent, TESTS.parents[1] / "bench"]  # this module imports test support and the replay
+    paths = [HERE, TESTS, REPO / "bench"]  # this module, the fixtures it imports, the replay
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, paths), env.get("PYTHONPATH")]))
     job = StreamProcess(env, tmp_path / "stream.log")
     job.start()

@@ -8,9 +8,10 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-INCLUDE = Path(__file__).resolve().parents[2] / "include"
+from fixtures import REPO
+
+INCLUDE = REPO / "include"
 
 PRELUDE = textwrap.dedent("""
     import gc, json, weakref

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures import REPO
 from streamwarden.atomic import write_json_atomic
 from streamwarden.failures import ConfigError, FailureClass
 from streamwarden.runfiles.handler_pin import HANDLER_FILE, fingerprint
@@ -31,7 +32,7 @@ from streamwarden.upgrade.request import UpgradeRequest, request_from_params
 from streamwarden.wire import DEMO_SCHEMA
 
 OWNER = "upgrade_stream/manual__test"
-TAGGED = "upgrade_handlers:TaggedReconstruction"
+TAGGED = "fixtures.upgrade_handlers:TaggedReconstruction"
 
 
 @pytest.fixture()
@@ -97,7 +98,7 @@ def test_the_installed_releases_are_what_upgrade_streams_form_offers(settings: S
     _release(settings, "v10", "trigger_interval: 2s\n")
     (settings.home_paths.releases / "notes.txt").write_text("not a release")
     assert installed_releases(settings) == ["v10", "v2"]
-    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags" / "upgrade_stream.py"))
+    bag = DagBag(dag_folder=str(REPO / "dags" / "upgrade_stream.py"))
     release = bag.dags["upgrade_stream"].params.get_param("release")
     assert release.schema["examples"] == ["v10", "v2"] and "v10, v2" in (release.description or "")
 
@@ -148,10 +149,12 @@ def test_an_added_nullable_column_is_compatible_a_changed_state_layout_is_not(se
     assert tagged.compatible and tagged.state["verdict"].startswith("unchanged")
     assert [(c.column, c.change, c.allowed) for c in tagged.columns] == [("release_tag", "added", True)]
     assert tagged.settings_changed == {"session_handler": [settings.session_handler, TAGGED]}
-    layout = check_compatibility(settings, load_settings(session_handler="upgrade_handlers:ChangedLayout"), "v9")
+    changed = load_settings(session_handler="fixtures.upgrade_handlers:ChangedLayout")
+    layout = check_compatibility(settings, changed, "v9")
     assert not layout.compatible and layout.state["verdict"] == "CHANGED"
     assert "the state layout changes (state_version 1 -> 2)" in layout.refusals[0]
-    dropped = check_compatibility(settings, load_settings(session_handler="upgrade_handlers:DroppedColumns"), "d")
+    without = load_settings(session_handler="fixtures.upgrade_handlers:DroppedColumns")
+    dropped = check_compatibility(settings, without, "d")
     assert {c.column for c in dropped.columns if c.change == "dropped"} == set(DEMO_SCHEMA.names)
     assert all("dropped" in r and "keeps the column" in r for r in dropped.refusals)
     missing = check_compatibility(settings, load_settings(session_handler="no_such.module:Handler"), "m")

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures import REPO, TESTS
 from fixtures.stream_process import (
     all_offsets,
     assert_offsets_accounted,
@@ -51,12 +52,11 @@ from streamwarden.wire import DEMO_SCHEMA
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+
 WARDEN = {"POKE_INTERVAL": "2s", "STARTUP_GRACE": "150s", "HEARTBEAT_FLOOR": "60s", "DRAIN_TIMEOUT": "60s",
           "TERM_TIMEOUT": "10s", "LEASE_TIMEOUT": "150s", "BROKER_TIMEOUT": "5s"}
-RELEASES = {"v2-tagged": "session_handler: upgrade_handlers:TaggedReconstruction\n",
-            "v3-failing": "session_handler: upgrade_handlers:FailingReconstruction\n"}
+RELEASES = {"v2-tagged": "session_handler: fixtures.upgrade_handlers:TaggedReconstruction\n",
+            "v3-failing": "session_handler: fixtures.upgrade_handlers:FailingReconstruction\n"}
 HEALTH_MINUTES = 0.25
 
 
@@ -94,7 +94,7 @@ def drill(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory, airflow
                      session_buckets="8", trigger_interval="3s")  # the default: 40 msg/s need no 1 s batches
     monkeypatch = pytest.MonkeyPatch()
     use_stream_env(monkeypatch, env, WARDEN)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
     settings = settings_of(env)
     releases = settings.home_paths.releases
     releases.mkdir(parents=True)

@@ -23,6 +23,7 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures import TESTS
 from fixtures.stream_output import add_copy, commit_batch, committed_paths, settings_for, write_checkpoint
 from streamwarden.failures import ConfigError
 from streamwarden.settings import Settings
@@ -406,7 +407,7 @@ def test_no_connection_is_attempted_and_analytics_are_off(settings: Settings, tm
         sys.addaudithook(lambda event, args: events.append((event, repr(args)[:120]))
                          if event.startswith("socket.") else None)
         os.environ.pop("GX_ANALYTICS_ENABLED", None)
-        sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+        sys.path.insert(0, {str(TESTS)!r})
         from fixtures.stream_output import settings_for
         from streamwarden.validation.expectations.run import check_expectations
         from streamwarden.validation.settings import ValidationSettings

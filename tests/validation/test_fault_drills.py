@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from fixtures import REPO
 from fixtures.stream_process import settings_of
 from fixtures.validation_drills import (
     StreamRun,
@@ -50,7 +51,7 @@ from streamwarden.validation.report import last_validated
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
+
 STEPS = ("check_params", "validate_tables", "report_and_alert")
 FAILED = {"check_params": "success", "validate_tables": "failed", "report_and_alert": "failed"}
 BOTH = f"{SESSION_ROWS}+{QUARANTINE}"

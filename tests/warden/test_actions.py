@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from test_stop import stand_in  # noqa: F401 - the stand-in stream fixture
 
 from streamwarden.alerts import LogNotifier, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
@@ -45,7 +44,7 @@ def send(settings: Settings) -> SendAlert:
 
 
 @pytest.fixture()
-def launch(settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> Callable[[str], StartStream]:  # noqa: F811
+def launch(settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> Callable[[str], StartStream]:
     """``launch(mode)``: starts the stand-in stream detached in that mode, through the real launcher."""
     return lambda mode: partial(start_stream_detached, settings, build_command=stand_in(mode), lease_timeout=30)
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fixtures.webhook import Receiver
 from streamwarden.alerts import Alert, EmailNotifier, LogNotifier, WebhookNotifier, already_sent, dispatch, read_alerts
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.recovery.request import Target, request_from_params
@@ -28,37 +26,6 @@ VERDICT = {"label": "FAILED(INTEGRITY)", "overall": "FAILED", "failure_class": "
                        "occurred_at": "2026-01-01T00:00:00+00:00"},
            "last_batch_id": 12, "last_progress_at": "2026-01-01T00:00:00+00:00", "heartbeat_age_s": 3.0,
            "total_lag": 40, "max_lag": 30}
-
-
-class Receiver(HTTPServer):
-    received: list[dict[str, Any]]
-    status: int
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        assert self.headers["Content-Type"] == "application/json"
-        self.server.received.append(json.loads(body))
-        self.send_response(self.server.status)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture()
-def receiver() -> Iterator[Receiver]:
-    """A real HTTP server on a loopback port that keeps the JSON bodies it is POSTed."""
-    server = Receiver(("127.0.0.1", 0), _Handler)
-    server.received, server.status = [], 204
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def _closed_port() -> int:

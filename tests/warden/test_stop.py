@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
+from fixtures.stand_in import launching
 from streamwarden.processes import live
 from streamwarden.runfiles.lease import is_held
 from streamwarden.settings import Settings, load_settings
@@ -36,50 +34,10 @@ from streamwarden.warden.stop import (
     stop_stream,
 )
 
-STAND_IN = textwrap.dedent("""
-    import signal, sys, time
-    from pathlib import Path
-    from streamwarden.runfiles.lease import CheckpointLease
-
-    mode, lease_path, marker = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    print("stand-in starting", mode, flush=True)
-    if mode == "die":
-        sys.exit("boom: cannot start")
-    if mode == "no-lease":
-        time.sleep(3600)
-    if mode == "driver-child":  # as spark-submit: the leader stays, a child of its group takes the lease
-        import subprocess
-        subprocess.Popen([sys.executable, sys.argv[0], "drain", *sys.argv[2:]])
-        time.sleep(3600)
-    if mode == "ignore-term":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    with CheckpointLease(lease_path, lease_path.parent):
-        while True:
-            if mode == "drain" and marker.exists():
-                marker.unlink()
-                sys.exit(0)
-            time.sleep(0.05)
-""")
-
 
 @pytest.fixture()
 def settings(tmp_path: Path) -> Settings:
     return load_settings(home=tmp_path / "home")
-
-
-@pytest.fixture()
-def stand_in(tmp_path: Path, settings: Settings) -> Iterator[Callable[[str], CommandBuilder]]:
-    """``stand_in(mode)``: a command builder launching the stand-in stream in that mode."""
-    script = tmp_path / "stand_in.py"
-    script.write_text(STAND_IN)
-
-    def builder(mode: str) -> CommandBuilder:
-        def build(s: Settings, application: Path) -> list[str]:
-            return [sys.executable, str(script), mode, str(s.lease_path), str(s.run_paths.stop_marker)]
-        return build
-
-    yield builder
-    stop_stream(settings, drain_timeout=0.1, term_timeout=5)  # whatever a failed test left running
 
 
 def test_start_detached_then_drain(settings: Settings, stand_in: Callable[[str], CommandBuilder],
@@ -158,26 +116,6 @@ def test_lease_timeout_kills_the_launch(settings: Settings, stand_in: Callable[[
         start_stream_detached(settings, build_command=stand_in("no-lease"), lease_timeout=2)
     record = read_launch_record(settings)
     assert record is not None and not record.leader_alive()
-
-
-def launching(settings: Settings, build: CommandBuilder, lease_timeout: float) -> tuple[threading.Thread,
-                                                                                        list[BaseException]]:
-    """The launcher started in a thread (it waits for the lease), once its launch record exists: the thread, and
-    the errors the launch raised (filled when it ends)."""
-    errors: list[BaseException] = []
-
-    def launch() -> None:
-        try:
-            start_stream_detached(settings, build_command=build, lease_timeout=lease_timeout)
-        except BaseException as exc:
-            errors.append(exc)
-
-    launcher = threading.Thread(target=launch)
-    launcher.start()
-    deadline = time.monotonic() + 10
-    while read_launch_record(settings) is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return launcher, errors
 
 
 def test_stop_reaches_a_stream_that_has_no_lease_yet(settings: Settings,

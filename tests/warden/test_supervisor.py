@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_alerts import Receiver, receiver  # noqa: F401 - the loopback webhook fixture
 
+from fixtures import REPO
 from fixtures.stream_process import StreamProcess, expected_ranges, produce_raw, stream_env
 from fixtures.waiting import wait_for
+from fixtures.webhook import Receiver
 from streamwarden.alerts import read_alerts
 from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
 from streamwarden.local.broker import LocalBroker
@@ -34,7 +35,7 @@ from streamwarden.warden.settings import load_warden_settings
 from streamwarden.warden.stop import stop_stream
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+
 HEARTBEAT_FLOOR = 25.0
 WARDEN_ENV = {"HEARTBEAT_FLOOR": f"{HEARTBEAT_FLOOR:g}s", "STARTUP_GRACE": "150s", "BACKOFF_BASE": "1s",
               "BACKOFF_MAX": "2s", "POKE_INTERVAL": "1s", "DRAIN_TIMEOUT": "30s", "TERM_TIMEOUT": "10s",
@@ -184,7 +185,7 @@ def test_the_warden_keeps_one_stream_alive(warden_env: tuple[dict[str, str], lis
 @pytest.mark.usefixtures("airflow_db")
 def test_an_integrity_failure_is_not_restarted_but_alerted(
         warden_env: tuple[dict[str, str], list[str]], broker: LocalBroker, tmp_path: Path,
-        receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
     env, topics = warden_env
     monkeypatch.setenv("STREAMWARDEN_WARDEN_WEBHOOK_URL", f"http://127.0.0.1:{receiver.server_port}/alerts")
     settings = load_settings()

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_stop import launching, stand_in  # noqa: F401 - the stand-in stream fixture
 
+from fixtures.stand_in import launching
 from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
@@ -56,7 +56,7 @@ def _round_trip(sighting: Sighting | None) -> Sighting:
 
 
 def test_a_kill_9_is_seen_at_the_next_look_and_reported_once(
-        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
+        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
     watch = StreamWatch(settings, WARDEN)
     pid = start_stream_detached(settings, build_command=stand_in("drain"), lease_timeout=30)
     _beat(settings, pid, 7)
@@ -73,7 +73,7 @@ def test_a_kill_9_is_seen_at_the_next_look_and_reported_once(
 
 
 def test_a_stopped_driver_is_hung_once_its_heartbeat_passes_the_limit_then_not_reported_again(
-        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
+        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
     watch = StreamWatch(settings, WARDEN)
     pid = start_stream_detached(settings, build_command=stand_in("drain"), lease_timeout=30)
     try:
@@ -94,7 +94,7 @@ def test_a_stopped_driver_is_hung_once_its_heartbeat_passes_the_limit_then_not_r
 
 
 def test_an_exit_document_is_reported_with_its_class_and_a_hold_keeps_the_watch_quiet(
-        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
+        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
     watch = StreamWatch(settings, WARDEN)
     pid = start_stream_detached(settings, build_command=stand_in("drain"), lease_timeout=30)
     assert watch.look() is None, "running, no heartbeat yet: within the start-up grace"
@@ -112,7 +112,7 @@ def test_an_exit_document_is_reported_with_its_class_and_a_hold_keeps_the_watch_
 
 
 def test_nothing_is_reported_while_a_launched_stream_takes_its_lease(
-        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
+        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
     watch = StreamWatch(settings, WARDEN)
     launcher, failed = launching(settings, stand_in("no-lease"), lease_timeout=3)
     looks = []
@@ -126,7 +126,7 @@ def test_nothing_is_reported_while_a_launched_stream_takes_its_lease(
 
 
 def test_a_killed_driver_is_dead_while_its_launcher_lingers(
-        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:  # noqa: F811
+        settings: Settings, stand_in: Callable[[str], CommandBuilder]) -> None:
     """spark-submit outlives its killed driver for a moment: a group that held the lease is not "starting"."""
     watch = StreamWatch(settings, WARDEN)
     driver = start_stream_detached(settings, build_command=stand_in("driver-child"), lease_timeout=30)
