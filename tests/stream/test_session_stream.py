@@ -377,16 +377,10 @@ class SilentRun:
     written: list[Message]
 
 
-def _silent_drill(broker: LocalBroker, home: Path, layout: dict[str, str]) -> SilentRun:
+def _silent_drill(broker: LocalBroker, job: StreamProcess, topic: str) -> SilentRun:
     """A goes silent; B..H are written on every 5 s for 40 s, so that their state must outlive their first write by
     more than the 20 s timeout."""
-    from streamwarden.kafka.admin import create_topics
-
-    topic = f"silent{home.name}"
-    create_topics({"bootstrap.servers": broker.bootstrap_servers}, [topic], partitions=1)
     placed: dict[tuple[int, int], Message] = {}
-    job = run_damaged(broker, topic, home, integrity_tier="strict", on_gap="resync", session_timeout="20s",
-                      **layout)
 
     def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
         placed.update(produce_messages(broker.bootstrap_servers, topic, messages))
@@ -413,9 +407,17 @@ def _silent_drill(broker: LocalBroker, home: Path, layout: dict[str, str]) -> Si
 def silent_runs(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future[SilentRun]]:
     """Both layouts' drills at once: each is mostly 40 s of waiting on the clock. Each test takes its own result
     (a drill's failure is raised in its own test)."""
+    from streamwarden.kafka.admin import create_topics
+
+    jobs = {}
+    for name, layout in SILENT_LAYOUTS.items():  # made here: the drills' threads must not read os.environ
+        home = tmp_path_factory.mktemp(f"silent-{name}")
+        topic = f"silent{home.name}"
+        create_topics({"bootstrap.servers": broker.bootstrap_servers}, [topic], partitions=1)
+        jobs[name] = (run_damaged(broker, topic, home, integrity_tier="strict", on_gap="resync", session_timeout="20s",
+                                  **layout), topic)
     pool = ThreadPoolExecutor(len(SILENT_LAYOUTS))
-    runs = {name: pool.submit(_silent_drill, broker, tmp_path_factory.mktemp(f"silent-{name}"), layout)
-            for name, layout in SILENT_LAYOUTS.items()}
+    runs = {name: pool.submit(_silent_drill, broker, job, topic) for name, (job, topic) in jobs.items()}
     pool.shutdown(wait=False)
     return runs
 
