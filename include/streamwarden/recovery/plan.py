@@ -41,7 +41,7 @@ from streamwarden.tables.committed import Runs, TopicPartition
 from streamwarden.tables.location import SESSION_ROWS, TableLocation, pipeline_tables
 from streamwarden.tables.ranges import IntervalIndex, index_from_json, index_to_json
 from streamwarden.tables.reading import read
-from streamwarden.tables.restore import undone_offsets
+from streamwarden.tables.restore import ClaimedVersion, undone_offsets
 from streamwarden.tables.sql import bounded_connection
 from streamwarden.validation.report import last_validated
 from streamwarden.validation.snapshot import pin
@@ -215,7 +215,7 @@ def _runs(settings: Settings, versions: Mapping[str, int | None], partitions: li
     for name, version in versions.items():
         location = TableLocation.of(settings, name)
         with location.reaching():
-            runs[name] = Runs.read(location.open(version), partitions)
+            runs[name] = ClaimedVersion.read(location, partitions, version).claims
     return runs
 
 

@@ -91,33 +91,50 @@ def undone_offsets(now: Runs, then: Runs) -> IntervalIndex:
     return undone
 
 
+@dataclass(frozen=True)
+class ClaimedVersion:
+    """A table at one version with the offsets it claims on the partitions a restore touches: what the restore
+    starts from, restores to, and checks against."""
+
+    table: DeltaTable
+    claims: Runs
+
+    @classmethod
+    def read(cls, location: TableLocation, partitions: list[TopicPartition],
+             version: int | None = None) -> ClaimedVersion:
+        """The table at ``version`` (None: its newest) and its claims on ``partitions``."""
+        table = location.open() if version is None else location.open(version)
+        return cls(table, Runs.read(table, partitions))
+
+    @property
+    def version(self) -> int:
+        return int(self.table.version())
+
+
 def restore_table(location: TableLocation, target: int, recovery: str) -> Restored:
     """Steps 1-4 on one table: restore ``target`` with its claims, as recovery ``recovery``."""
     with location.reaching():
         table = location.open()
         partitions, done = changes_since(location, table, target, recovery)
-        then = Runs.read(location.open(target), partitions)
+        then = ClaimedVersion.read(location, partitions, target)
         if done is not None:  # a re-run: what the restore commit undid, from the version before it
-            return Restored(location.name, target, done,
-                            undone_offsets(Runs.read(location.open(done - 1), partitions), then), already=True)
-        now = Runs.read(table, partitions)
+            before = ClaimedVersion.read(location, partitions, done - 1)
+            return Restored(location.name, target, done, undone_offsets(before.claims, then.claims), already=True)
+        now = ClaimedVersion(table, Runs.read(table, partitions))
         table.restore(target, commit_properties=CommitProperties(
-            app_transactions=rewind(now, then),
+            app_transactions=rewind(now.claims, then.claims),
             custom_metadata={RECOVERY_KEY: recovery, PARTITIONS_KEY: json.dumps([list(tp) for tp in partitions])}))
-        restored = location.open()
-        _check(location, restored, target, partitions, then)
-    return Restored(location.name, target, restored.version(), undone_offsets(now, then), already=False)
+        restored = ClaimedVersion.read(location, partitions)
+        _check(location.name, restored, then)
+    return Restored(location.name, target, restored.version, undone_offsets(now.claims, then.claims), already=False)
 
 
-def _check(location: TableLocation, restored: DeltaTable, target: int, partitions: list[TopicPartition],
-           then: Runs) -> None:
+def _check(name: str, restored: ClaimedVersion, then: ClaimedVersion) -> None:
     """Step 4: the restored version holds the target's files and claims; INTEGRITY otherwise."""
-    wanted = set(location.open(target).file_uris())
-    if set(restored.file_uris()) != wanted:
-        raise IntegrityError(f"table {location.name}: version {restored.version()} was to restore version {target} "
-                             "but holds other files", details={"table": location.name, "target": target})
-    claims = Runs.read(restored, partitions)
-    if claims.index() != then.index():
-        raise IntegrityError(f"table {location.name}: version {restored.version()} claims offsets "
-                             f"{claims.index()} where version {target} claims {then.index()}",
-                             details={"table": location.name, "target": target})
+    if set(restored.table.file_uris()) != set(then.table.file_uris()):
+        raise IntegrityError(f"table {name}: version {restored.version} was to restore version {then.version} "
+                             "but holds other files", details={"table": name, "target": then.version})
+    if restored.claims.index() != then.claims.index():
+        raise IntegrityError(f"table {name}: version {restored.version} claims offsets "
+                             f"{restored.claims.index()} where version {then.version} claims {then.claims.index()}",
+                             details={"table": name, "target": then.version})
