@@ -18,13 +18,20 @@ from typing import Any
 MAX_REASON = 500
 
 
+def dry_run_param(params: Mapping[str, Any], problems: list[str], *, default: bool = True) -> bool:
+    """``dry_run`` (``default`` when not given); a value that is not a boolean is added to ``problems`` and the
+    default returned."""
+    dry_run = params.get("dry_run", default)
+    if not isinstance(dry_run, bool):
+        problems.append(f"Param dry_run: expected true or false, got {dry_run!r}")
+        return default
+    return dry_run
+
+
 def dry_and_reason(params: Mapping[str, Any], problems: list[str]) -> tuple[bool, str]:
     """``dry_run`` (default true: plan or check only) and ``reason`` (text of at most :data:`MAX_REASON`
     characters); each bad one is added to ``problems`` by name, and its default returned."""
-    dry_run = params.get("dry_run", True)
-    if not isinstance(dry_run, bool):
-        problems.append(f"Param dry_run: expected true or false, got {dry_run!r}")
-        dry_run = True
+    dry_run = dry_run_param(params, problems)
     reason = params.get("reason") or ""
     if not isinstance(reason, str) or len(reason) > MAX_REASON:
         problems.append(f"Param reason: expected text of at most {MAX_REASON} characters")

@@ -9,6 +9,7 @@ from typing import Any
 from streamwarden.failures import ConfigError
 from streamwarden.maintenance.plan import parse_partition_filter
 from streamwarden.maintenance.settings import MaintenanceSettings, MiB
+from streamwarden.params import dry_run_param
 from streamwarden.settings import Settings
 from streamwarden.tables.location import requested_tables
 
@@ -48,9 +49,7 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
     min_files = _given(params, "min_files", maintenance.min_files)
     if not isinstance(min_files, int) or isinstance(min_files, bool) or min_files < 2:
         problems.append(f"Param min_files: expected a whole number >= 2, got {min_files!r}")
-    dry_run = params.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        problems.append(f"Param dry_run: expected true or false, got {dry_run!r}")
+    dry_run = dry_run_param(params, problems, default=False)  # a scheduled run compacts
     partition_filter: dict[str, str] = {}
     try:
         partition_filter = parse_partition_filter(str(params.get("partition_filter") or ""))
@@ -60,7 +59,7 @@ def request_from_params(params: Mapping[str, Any], settings: Settings,
         raise ConfigError("; ".join(problems), details={"params": dict(params)})
     target = int(size_mib) * MiB
     return MaintenanceRequest(tables, target, int(target * maintenance.small_file_ratio), int(min_files),
-                              bool(dry_run), partition_filter)
+                              dry_run, partition_filter)
 
 
 def _given(params: Mapping[str, Any], name: str, default: int) -> Any:
