@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 # Two workers: the drill files in two units (the stream's, Airflow's), one on each worker, the others on either
 # (tests/conftest.py); every test's duration goes to test-results/junit.xml. In this process alone:
 # make pytest PYTEST_WORKERS=0 PYTEST_ARGS=tests/...
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 pytest: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(PYTEST_WORKERS) \
 		--junit-xml=test-results/junit.xml $(PYTEST_ARGS)

@@ -50,11 +50,6 @@ AIRFLOW_SIDE = ("tests/dags/", "tests/ui/", "tests/local/", "tests/warden/", "te
 (the first: the stream's job processes, maintenance and recovery beside it)."""
 
 
-LONG_RUN = "tests/local/test_up.py"
-"""The third drill unit: ``up``'s platforms (the 5-minute long run, then two starts anew), mostly waiting on the
-clock while the platform idles at the demo rate: on a worker of their own, beside the two other units."""
-
-
 def _drill_units() -> dict[str, str]:
     """Each drill file (a ``slow`` test: real job processes, an Airflow server, a browser; or one answering
     approvals in process) and its unit: ``drills-stream`` or ``drills-airflow``."""
@@ -64,7 +59,6 @@ def _drill_units() -> dict[str, str]:
         if "pytest.mark.slow" in text or "answer_in_process" in text:
             name = str(path.relative_to(REPO))
             units[name] = "drills-airflow" if name.startswith(AIRFLOW_SIDE) else "drills-stream"
-    units[LONG_RUN] = "drills-up"
     return units
 
 
@@ -72,7 +66,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The drills first, so that the two workers each start one drill unit (the longest work) and take the
     other files as they finish."""
     units = _drill_units()
-    rank = {"drills-up": 0, "drills-stream": 1, "drills-airflow": 2}
+    rank = {"drills-stream": 0, "drills-airflow": 1}
     items.sort(key=lambda item: rank.get(units.get(item.nodeid.split("::", 1)[0], ""), 2))
 
 
