@@ -11,6 +11,7 @@ import os
 import resource
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -95,9 +96,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Each test's CPU seconds, set-up to teardown, as a ``cpu_s`` property in the JUnit XML: on 2 cores the
     suite's wall time follows its CPU. Only what this process reaps is counted: a job process killed with its
-    group leaves its JVM and Python workers to init, so a drill's figure is a lower bound."""
+    group leaves its JVM and Python workers to init, so a drill's figure is a lower bound. Beside it the worker
+    that ran the test and when it ended (``ended_at``, Unix seconds): the two workers' timelines, to see where
+    one waited for the other."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
         item.user_properties.append(("cpu_s", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 1)))
+        item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
+        item.user_properties.append(("ended_at", round(time.time(), 1)))
     yield
 
 

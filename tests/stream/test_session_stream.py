@@ -7,8 +7,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -362,73 +360,36 @@ def test_a_checkpoint_pinned_before_slot_codecs_keeps_plain_slots_across_restart
     assert held and {s for blob in held for s in codec.decode(blob)} == set(sessions)
 
 
-SILENT_LAYOUTS = {"one-slot": {"session_buckets": "1", "session_slots": "1"}, "default-slots": {}}
-"""The state layouts the session-timeout drill runs on: with one slot, A and B share the state entry B rewrites;
-the default layout spreads them over many slots."""
-ALIVE = [chr(c) for c in range(ord("B"), ord("I"))]
-
-
-@dataclass(frozen=True)
-class SilentRun:
-    """One layout's session-timeout drill: its stopped job, its exit code and the updates B received."""
-
-    job: StreamProcess
-    exit_code: int
-    written: list[Message]
-
-
-def _silent_drill(broker: LocalBroker, job: StreamProcess, topic: str) -> SilentRun:
-    """A goes silent; B..H are written on every 5 s for 40 s, so that their state must outlive their first write by
-    more than the 20 s timeout."""
+@pytest.mark.parametrize(("buckets", "slots"), [("1", "1"), (None, None)], ids=["one-slot", "default-slots"])
+def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, buckets: str | None,
+    slots: str | None
+) -> None:
+    # A goes silent; B..H are written on every 5 s for 40 s, so that their state must outlive their first write by
+    # more than the 20 s timeout (with one slot, A and B share the state entry B rewrites; the default layout
+    # spreads them over many slots)
+    (topic,) = topic_factory(1, partitions=1)
     placed: dict[tuple[int, int], Message] = {}
+    layout = {} if buckets is None or slots is None else {"session_buckets": buckets, "session_slots": slots}
+    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="20s",
+                      **layout)
+    alive = [chr(c) for c in range(ord("B"), ord("I"))]
 
     def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
         placed.update(produce_messages(broker.bootstrap_servers, topic, messages))
         job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), timeout, "the messages accounted")
 
     job.start()
-    try:
-        produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
-        produce_and_wait([good(snapshot(s, 0, {"r1": {"qty": 1}})) for s in ["A", *ALIVE]])
-        written = [good(snapshot("B", 0, {"r1": {"qty": 1}}))]
-        for seq in range(1, 9):
-            time.sleep(5)
-            if seq == 6:
-                produce_and_wait([good(update("A", 1, "r1", qty=2))])
-            produce_and_wait([good(update(s, seq, "r1", qty=seq + 1)) for s in ALIVE])
-            written.append(good(update("B", seq, "r1", qty=seq + 1)))
-        return SilentRun(job, job.stop(), written)
-    finally:
-        if job.process is not None and job.process.poll() is None:
-            job.kill9()
-
-
-@pytest.fixture(scope="module")
-def silent_runs(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future[SilentRun]]:
-    """Both layouts' drills at once: each is mostly 40 s of waiting on the clock. Each test takes its own result
-    (a drill's failure is raised in its own test)."""
-    from streamwarden.kafka.admin import create_topics
-
-    jobs = {}
-    for name, layout in SILENT_LAYOUTS.items():  # made here: the drills' threads must not read os.environ
-        home = tmp_path_factory.mktemp(f"silent-{name}")
-        topic = f"silent{home.name}"
-        create_topics({"bootstrap.servers": broker.bootstrap_servers}, [topic], partitions=1)
-        jobs[name] = (run_damaged(broker, topic, home, integrity_tier="strict", on_gap="resync", session_timeout="20s",
-                                  **layout), topic)
-    pool = ThreadPoolExecutor(len(SILENT_LAYOUTS))
-    runs = {name: pool.submit(_silent_drill, broker, job, topic) for name, (job, topic) in jobs.items()}
-    pool.shutdown(wait=False)
-    return runs
-
-
-@pytest.mark.parametrize("layout", list(SILENT_LAYOUTS))
-def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
-    silent_runs: dict[str, Future[SilentRun]], layout: str
-) -> None:
-    run = silent_runs[layout].result(timeout=900)
-    job = run.job
-    assert run.exit_code == 0, job.log_tail()
+    produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
+    produce_and_wait([good(snapshot(s, 0, {"r1": {"qty": 1}})) for s in ["A", *alive]])
+    written = [good(snapshot("B", 0, {"r1": {"qty": 1}}))]
+    for seq in range(1, 9):
+        time.sleep(5)
+        if seq == 6:
+            produce_and_wait([good(update("A", 1, "r1", qty=2))])
+        produce_and_wait([good(update(s, seq, "r1", qty=seq + 1)) for s in alive])
+        written.append(good(update("B", seq, "r1", qty=seq + 1)))
+    assert job.stop() == 0, job.log_tail()
     assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
     tables = final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)
-    assert {s: tables[s] for s in ALIVE} == {s: replay(run.written)["B"] for s in ALIVE}
+    assert {s: tables[s] for s in alive} == {s: replay(written)["B"] for s in alive}
