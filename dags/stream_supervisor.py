@@ -56,7 +56,7 @@ Alerts go to the task log, to `STREAMWARDEN_WARDEN_WEBHOOK_URL` (JSON POST) and 
 the next action. The very first start of the stream on a run root is not alerted (nothing had run).
 Restarts are recorded in `<run_root>/warden/restarts.json`, lag windows in `<run_root>/warden/health.json`.
 
-#### Detection and healing times (measured: `tests/dags/test_stream_watch_e2e.py`, 2 cores)
+#### Detection and healing times (measured: `tests/drills/dags/test_stream_watch_e2e.py`, 2 cores)
 
 | fault | detected | next batch by a new process | what moves it |
 |---|---|---|---|

@@ -46,20 +46,19 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
-AIRFLOW_SIDE = ("tests/dags/", "tests/ui/", "tests/local/", "tests/warden/", "tests/test_bench_smoke.py")
-"""Drill files of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the long run
-(the first: the stream's job processes, maintenance and recovery beside it)."""
+AIRFLOW_SIDE = ("dags", "ui", "local", "warden", "test_bench_smoke.py")
+"""Drill areas (and files) of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the
+long run, the bench (the first: the stream's job processes, maintenance and recovery beside it)."""
 
 
 def _drill_units() -> dict[str, str]:
-    """Each drill file (a ``slow`` test: real job processes, an Airflow server, a browser; or one answering
+    """Each drill file (``tests/drills/``: real job processes, an Airflow server, a browser; and the files answering
     approvals in process) and its unit: ``drills-stream`` or ``drills-airflow``."""
     units = {}
     for path in (REPO / "tests").rglob("test_*.py"):
-        text = path.read_text()
-        if "pytest.mark.slow" in text or "answer_in_process" in text:
-            name = str(path.relative_to(REPO))
-            units[name] = "drills-airflow" if name.startswith(AIRFLOW_SIDE) else "drills-stream"
+        tier, area, *_ = path.relative_to(REPO / "tests").parts
+        if tier == "drills" or "answer_in_process" in path.read_text():
+            units[str(path.relative_to(REPO))] = "drills-airflow" if area in AIRFLOW_SIDE else "drills-stream"
     return units
 
 

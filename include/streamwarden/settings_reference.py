@@ -3,7 +3,7 @@ setting's name, default and meaning).
 
     python -m streamwarden.settings_reference > docs/settings.md
 
-``tests/test_settings_reference.py`` fails when the file differs from what this writes, when a setting has no
+``tests/unit/test_settings_reference.py`` fails when the file differs from what this writes, when a setting has no
 description, and when a document or DAG names a ``STREAMWARDEN_*`` variable that is no setting.
 """
 
@@ -128,7 +128,7 @@ def reference() -> str:
     head = f"""# Settings
 
 <!-- Written by `python -m streamwarden.settings_reference > docs/settings.md`; edit the models' field
-descriptions, not this file (tests/test_settings_reference.py compares them). -->
+descriptions, not this file (tests/unit/test_settings_reference.py compares them). -->
 
 Every setting is an environment variable; the stream's may also be keys of a YAML file named by
 `{ENV_PREFIX}CONFIG_FILE` (the key is the variable's name after `{ENV_PREFIX}`, in lower case; the environment

@@ -267,7 +267,7 @@ class Decoder:
     msgspec decodes a message straight into structs typed by the schema (the values checked as it reads
     them); anything it refuses (and a timestamp or key the reference refuses) is decoded again by
     :func:`decode`, which raises the classified error. Where the typed path accepts a message, the reference
-    returns the same event (``tests/test_wire.py`` holds the two to it over valid and broken messages).
+    returns the same event (``tests/unit/test_wire.py`` holds the two to it over valid and broken messages).
     Unknown fields are skipped unparsed, so the UTF-8 of a message is checked first, as the reference does.
     """
 

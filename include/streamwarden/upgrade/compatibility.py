@@ -13,7 +13,7 @@
    a column dropped, retyped, or added as not nullable is refused, naming the column and why.
 
 Built without Spark: ``session_rows``'s Arrow schema is the job's frame as :func:`session_rows_schema` spells it
-(``tests/upgrade`` checks it against Spark's own conversion).
+(``tests/integration/upgrade`` checks it against Spark's own conversion).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """``upgrade_stream`` as Airflow parses and runs it (``dag.test()`` on the migrated DB): its shape and documentation,
-and refusals before anything changes. The drills on the real stream are in tests/upgrade/test_upgrade_drills.py."""
+and refusals before anything changes. The drills on the real stream are in
+tests/drills/upgrade/test_upgrade_drills.py."""
 
 from __future__ import annotations
 

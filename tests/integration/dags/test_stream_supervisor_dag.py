@@ -16,7 +16,8 @@ from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
 from streamwarden.warden.lag_history import read_lag_history
 
-# restart is marked successful instead of run: launching the real stream is tests/warden/test_supervisor.py's job.
+# restart is marked successful instead of run: launching the real stream is the job of
+# tests/drills/warden/test_supervisor.py.
 LIFECYCLE_TASKS = r"^restart_stream$"
 
 

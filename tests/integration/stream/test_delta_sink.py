@@ -17,7 +17,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,30 @@ import pytest
 from deltalake import DeltaTable
 from pyarrow import fs  # type: ignore[import-untyped, unused-ignore]
 
+from fixtures import TESTS
+from fixtures.sink_batches import (
+    BASE,
+    BATCH,
+    EVENTS,
+    HIVE_NULL,
+    KEEP,
+    PARTITION_BY,
+    QUERY,
+    RANGES,
+    SESSION_SCHEMA,
+    TS,
+    as_index,
+    commit_batch,
+    offsets_of,
+    rows_for,
+    run_batch,
+    sink_of,
+    spark_write,
+)
 from streamwarden.failures import ConfigError, FailureClass, IntegrityError
 from streamwarden.stream.batch_writer import checkpoint_query_id
 from streamwarden.stream.sink import delta_sink
-from streamwarden.stream.sink.delta_sink import BatchPlan, CommitResult, ConcurrentWriterError, DeltaSink
+from streamwarden.stream.sink.delta_sink import ConcurrentWriterError
 from streamwarden.tables import statistics
 from streamwarden.tables.committed import Runs, partitions_of
 from streamwarden.tables.location import LEGACY_MANIFESTS, QUARANTINE, SESSION_ROWS, TableLocation
@@ -49,117 +69,6 @@ from streamwarden.tables.ranges import (
 )
 from streamwarden.tables.restore import restore_table
 from streamwarden.testing.faults import CHAOS_ENV
-
-HERE = Path(__file__).resolve().parent
-EVENTS = "events"  # the table of the single-table tests: every offset goes there
-PARTITION_BY = ["source_topic", "event_date", "event_hour"]
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_TS = pa.timestamp("us", tz="UTC")
-_FOLDERS = [("source_topic", pa.string()), ("event_date", pa.string()), ("event_hour", pa.string())]
-SESSION_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                            ("session_id", pa.string()), ("event_ts", _TS), *_FOLDERS])
-QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                               ("value", pa.binary()), ("kafka_timestamp", _TS), ("error_class", pa.string()),
-                               *_FOLDERS])
-SCHEMAS = {EVENTS: SESSION_SCHEMA, SESSION_ROWS: SESSION_SCHEMA, QUARANTINE: QUARANTINE_SCHEMA}
-KEEP: dict[str, Callable[[int], bool]] = {EVENTS: lambda offset: True,
-                                          SESSION_ROWS: lambda offset: offset % 5 != 0,
-                                          QUARANTINE: lambda offset: offset % 5 == 0}
-"""Which offsets each table gets: the session job sends every fifth record to quarantine here."""
-RANGES: OffsetRanges = {"sites-a": {0: (0, 120), 1: (10, 60)}, "sites-b": {0: (0, 30)}}
-BATCH = 7
-QUERY = "ed4a0a23-2326-4b4a-a038-da046782a035"  # the checkpoint's query id, as in <checkpoint>/metadata
-BASE = datetime(2026, 11, 21, 23, tzinfo=UTC)
-
-
-# -- helpers -------------------------------------------------------------------------------------------------
-def sink_of(root: Path, name: str = EVENTS, schema: pa.Schema | None = None,
-            partition_by: list[str] | None = None) -> DeltaSink:
-    """A new sink object on ``root/name``, as a (re)started driver makes it."""
-    return DeltaSink(TableLocation(name, root / name, {}), schema or SCHEMAS[name],
-                     PARTITION_BY if partition_by is None else partition_by)
-
-
-def as_index(ranges: OffsetRanges) -> IntervalIndex:
-    return {t: {p: [i] for p, i in parts.items()} for t, parts in canonical_ranges(ranges).items()}
-
-
-def offsets_of(index: IntervalIndex | OffsetRanges) -> list[tuple[str, int, int]]:
-    found: list[tuple[str, int, int]] = []
-    for topic, parts in index.items():
-        for partition, spans in parts.items():
-            for start, end in spans if isinstance(spans, list) else [spans]:
-                found.extend((topic, partition, offset) for offset in range(start, end))
-    return found
-
-
-def rows_for(name: str, index: IntervalIndex | OffsetRanges) -> pa.Table:
-    """The rows the job would write to table ``name`` for the offsets of ``index``.
-
-    Event time advances a minute per offset (several hour folders); every tenth record has none, so its
-    date and hour folders are null.
-    """
-    offsets = [o for o in offsets_of(index) if KEEP[name](o[2])]
-    times = [None if offset % 10 == 9 else BASE + timedelta(minutes=offset) for _, _, offset in offsets]
-    columns: dict[str, Any] = {"topic": [t for t, _, _ in offsets], "partition": [p for _, p, _ in offsets],
-                               "offset": [o for _, _, o in offsets]}
-    if name == QUARANTINE:
-        columns |= {"value": [f"v{o}".encode() for _, _, o in offsets], "kafka_timestamp": times,
-                    "error_class": ["MALFORMED"] * len(offsets)}
-    else:
-        columns |= {"session_id": [f"s{o % 3}" for _, _, o in offsets], "event_ts": times}
-    columns |= {"source_topic": columns["topic"],
-                "event_date": [None if t is None else t.strftime("%Y-%m-%d") for t in times],
-                "event_hour": [None if t is None else t.strftime("%H") for t in times]}
-    return pa.table(columns, schema=SCHEMAS[name])
-
-
-def spark_write(write_dir: str | Path, rows: pa.Table, partition_by: Sequence[str], files_per_folder: int = 2) -> None:
-    """Write ``rows`` as Spark's ``df.write.mode("overwrite").partitionBy(...).parquet(write_dir)`` would."""
-    write_dir = Path(write_dir)
-    shutil.rmtree(write_dir, ignore_errors=True)  # overwrite: an earlier attempt's files go first
-    write_dir.mkdir(parents=True)
-    write_id = uuid.uuid4()
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for row, values in enumerate(zip(*(rows.column(c).to_pylist() for c in partition_by), strict=True)):
-        groups.setdefault(values, []).append(row)
-    task = 0
-    for values, indexes in sorted(groups.items(), key=repr):
-        folder = write_dir.joinpath(*(f"{c}={HIVE_NULL if v is None else v}"
-                                      for c, v in zip(partition_by, values, strict=True)))
-        folder.mkdir(parents=True, exist_ok=True)
-        part = rows.take(pa.array(indexes, pa.int64())).drop_columns(list(partition_by))
-        for chunk in range(files_per_folder):
-            piece = part.take(pa.array(range(chunk, part.num_rows, files_per_folder), pa.int64()))
-            if piece.num_rows:
-                name = f"part-{task:05d}-{write_id}.c000.zstd.parquet"
-                pq.write_table(piece, folder / name, compression="zstd")
-                (folder / f".{name}.crc").write_bytes(b"crc")
-                task += 1
-    (write_dir / "_SUCCESS").touch()
-    (write_dir / "._SUCCESS.crc").write_bytes(b"crc")
-
-
-def commit_batch(sink: DeltaSink, ranges: OffsetRanges, batch_id: int = BATCH,
-                 query_id: str | None = None) -> tuple[BatchPlan, CommitResult]:
-    """Plan, write the rows of the offsets the table lacks, commit."""
-    plan = sink.plan(ranges, batch_id, query_id)
-    assert not plan.fully_committed
-    spark_write(plan.write_dir, rows_for(sink.name, plan.covers), sink.partition_by)
-    return plan, sink.commit(plan)
-
-
-def run_batch(root: Path, tables: Sequence[str], ranges: OffsetRanges, batch_id: int = BATCH,
-              query_id: str = QUERY) -> list[BatchPlan]:
-    """What the job's ``foreachBatch`` does (DeltaBatchWriter): plan every table with the checkpoint's query
-    id, then write and commit each table that still lacks offsets of the batch."""
-    sinks = [sink_of(root, name) for name in tables]
-    plans = [sink.plan(ranges, batch_id, query_id) for sink in sinks]
-    for sink, plan in zip(sinks, plans, strict=True):
-        if not plan.fully_committed:
-            spark_write(plan.write_dir, rows_for(sink.name, plan.covers), sink.partition_by)
-            sink.commit(plan)
-    return plans
 
 
 def table_rows(path: Path, version: int | None = None) -> pa.Table:
@@ -452,7 +361,7 @@ def test_file_statistics_from_the_footer(tmp_path: Path) -> None:
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"headers": pa.array([{"offset": 99, "k": "x"}] * 3),
                              "topic": ["b", None, "a"], "offset": pa.array([7, 3, 5], pa.int64()),
-                             "event_ts": pa.array([BASE, None, BASE + timedelta(hours=1)], _TS)}),
+                             "event_ts": pa.array([BASE, None, BASE + timedelta(hours=1)], TS)}),
                    path, row_group_size=2)
     assert statistics.file_statistics(path, ("topic", "offset", "event_ts", "missing")) == {
         "numRecords": 3,
@@ -620,7 +529,7 @@ _CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from test_delta_sink import run_batch
+from fixtures.sink_batches import run_batch
 run_batch(Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5]))
 """
 
@@ -630,7 +539,7 @@ def run_child(root: Path, tables: Sequence[str], kill_at: str | None) -> int:
     env = {k: v for k, v in os.environ.items() if k != CHAOS_ENV}
     if kill_at:
         env[CHAOS_ENV] = kill_at
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(HERE), str(root), json.dumps(list(tables)),
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(TESTS), str(root), json.dumps(list(tables)),
                            json.dumps(ranges_to_json(RANGES)), str(BATCH)],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode in {0, -signal.SIGKILL}, done.stderr
@@ -688,7 +597,7 @@ def test_file_statistics_of_every_column_bound_what_delta_keeps_bounds_of(tmp_pa
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"offset": pa.array([7, 3, 5], pa.int64()), "key": [b"k", None, b"j"],
                              "boundary": pa.array([None, None, None], pa.string()), "flag": [True, None, False],
-                             "event_ts": pa.array([BASE + timedelta(microseconds=1500), None, BASE], _TS)}),
+                             "event_ts": pa.array([BASE + timedelta(microseconds=1500), None, BASE], TS)}),
                    path, row_group_size=2)
     assert statistics.file_statistics(path, None) == {
         "numRecords": 3,

@@ -1,5 +1,5 @@
 """The long-run program: its analysis on made-up samples and its CPU burn (its 5-minute run with the platform:
-``tests/local/test_up.py``)."""
+``tests/drills/local/test_up.py``)."""
 
 from __future__ import annotations
 

@@ -7,10 +7,9 @@ from itertools import pairwise
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
-import pyarrow.dataset as ds  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from fixtures.site_tables import DEAD, NOW, ROWS, minutes_ago
 from streamwarden import schedules
 from streamwarden.atomic import write_json_atomic
 from streamwarden.control.commands import decode_command, encode_command
@@ -24,13 +23,7 @@ from streamwarden.session_restarts.settings import load_restart_settings
 from streamwarden.settings import load_settings
 from streamwarden.settings_loading import SettingsError
 
-NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
-TS = pa.timestamp("us", tz="UTC")
 SITES = [f"sites-{i}" for i in range(50)]
-
-
-def minutes_ago(minutes: float) -> datetime:
-    return NOW - timedelta(minutes=minutes)
 
 
 def test_a_run_counts_losses_from_each_sites_own_last_restart_not_from_when_the_last_run_was_planned(
@@ -105,39 +98,6 @@ def test_sites_named_but_absent_from_the_broker_are_refused_by_name() -> None:
     assert choose_sites(pattern, SITES[:10]) == ["sites-9"]
     with pytest.raises(ConfigError, match="no site to restart"):
         choose_sites(pattern, SITES[:5])
-
-
-def rows_table(rows: list[tuple[str, int, str, float, str | None, str | None]]) -> ds.Dataset:
-    """session_rows of (topic, offset, session, minutes ago, boundary, restart_request)."""
-    return ds.dataset(pa.table({
-        "topic": [r[0] for r in rows], "partition": pa.array([0] * len(rows), pa.int32()),
-        "offset": pa.array([r[1] for r in rows], pa.int64()), "session_id": [r[2] for r in rows],
-        "event_ts": pa.array([minutes_ago(r[3]) for r in rows], TS), "boundary": [r[4] for r in rows],
-        "restart_request": [r[5] for r in rows]}))
-
-
-def dead_table(rows: list[tuple[str, int, str, float, str, str]]) -> ds.Dataset:
-    """quarantine of (topic, offset, session, minutes ago, error class, event type)."""
-    return ds.dataset(pa.table({
-        "topic": [r[0] for r in rows], "partition": pa.array([0] * len(rows), pa.int32()),
-        "offset": pa.array([r[1] for r in rows], pa.int64()), "key": [r[2].encode() for r in rows],
-        "value": [f'{{"type":"{r[5]}","session_id":"{r[2]}"}}'.encode() for r in rows],
-        "kafka_timestamp": pa.array([minutes_ago(r[3]) for r in rows], TS), "error_class": [r[4] for r in rows]}))
-
-
-ROWS = rows_table([
-    ("sites-0", 1, "old", 200, "start", None), ("sites-0", 2, "old", 190, None, None),
-    ("sites-0", 3, "ended", 100, "start", None), ("sites-0", 4, "ended", 90, "end", None),
-    ("sites-0", 5, "healed", 150, "start", None), ("sites-0", 9, "healed", 30, "resync", None),
-    ("sites-1", 1, "damaged", 50, "start", None), ("sites-1", 8, "fresh", 5, "start", "restart-1"),
-    ("sites-1", 9, "fresh", 4, None, None), ("sites-2", 1, "gone-quiet", 400, "start", None),
-    ("sites-3", 1, "ended-in-quarantine", 20, "start", None),
-])
-DEAD = dead_table([
-    ("sites-0", 7, "healed", 40, "SEQUENCE_GAP", "update"), ("sites-0", 8, "healed", 35, "RESYNC_SKIPPED", "update"),
-    ("sites-1", 3, "damaged", 45, "SEQUENCE_GAP", "update"), ("sites-1", 4, "damaged", 44, "RESYNC_SKIPPED", "delete"),
-    ("sites-3", 2, "ended-in-quarantine", 10, "RESYNC_SKIPPED", "end"), ("sites-1", 5, "x", 43, "INVALID_JSON", "?"),
-])
 
 
 def test_exposure_is_the_age_of_the_oldest_open_sessions_clean_start() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.sink_batches import run_batch
 from streamwarden.alerts import Alert, dispatch
 from streamwarden.dashboard import page, prometheus
 from streamwarden.dashboard.alerts_now import dag_actions
@@ -55,8 +56,6 @@ def sources(settings: Settings) -> Sources:
 
 def tables(settings: Settings) -> None:
     """session_rows and quarantine as the stream's sink commits them (two batches)."""
-    from stream.test_delta_sink import run_batch  # the sink's own test helpers: Spark's file layout, real commits
-
     run_batch(settings.root("output"), [SESSION_ROWS, QUARANTINE], RANGES, batch_id=0)
     run_batch(settings.root("output"), [SESSION_ROWS, QUARANTINE], {"sites-a": {0: (120, 150)}}, batch_id=1)
 
@@ -193,8 +192,6 @@ def test_the_lag_history_is_bounded_and_read_back(tmp_path: Path) -> None:
 def test_a_stopped_stream_without_a_broker_shows_the_lag_unknown_and_its_last_measured_rate(tmp_path: Path) -> None:
     settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:1")
     tables(settings)
-    from stream.test_delta_sink import run_batch
-
     time.sleep(0.2)  # the three commits apart in time
     run_batch(settings.root("output"), [SESSION_ROWS, QUARANTINE], {"sites-a": {0: (150, 190)}}, batch_id=2)
     write_heartbeat(settings.run_paths.heartbeat, Heartbeat("started", "q", "r", os.getpid(),
@@ -315,7 +312,7 @@ def test_heavy_reads_wait_for_a_new_version_and_their_ttl() -> None:
 def test_sites_show_exposure_against_the_limit_and_their_quarantine_share(tmp_path: Path) -> None:
     from deltalake import write_deltalake
 
-    from session_restarts.test_restart_plan import DEAD, ROWS, minutes_ago  # clean starts, ends, gaps, dead letters
+    from fixtures.site_tables import DEAD, ROWS, minutes_ago
     from streamwarden.tables.location import TableLocation
 
     settings = load_settings(home=tmp_path, bootstrap_servers="127.0.0.1:1", session_timeout="300m")

@@ -1,5 +1,5 @@
 """``validate_output`` through ``dag.test()`` on a migrated Airflow DB and real Delta tables (Kafka not asked:
-the drills on the real stream and broker are in tests/validation/test_fault_drills.py)."""
+the drills on the real stream and broker are in tests/drills/validation/test_fault_drills.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``restart_sessions`` as Airflow parses and runs it (``dag.test()`` on the migrated DB); the drills on the real
-stream are in tests/session_restarts/test_restart_drills.py."""
+stream are in tests/drills/session_restarts/test_restart_drills.py."""
 
 from __future__ import annotations
 
