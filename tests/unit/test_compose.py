@@ -75,3 +75,19 @@ def test_spark_connection_matches_the_stream_master(compose: dict[str, Any]) -> 
     assert connection["host"] == env["STREAMWARDEN_SPARK_MASTER"]
     assert json.loads(env["STREAMWARDEN_SPARK_CONF"])["spark.driver.host"] == \
         compose["services"]["airflow-scheduler"]["hostname"]
+
+
+def test_every_airflow_component_gets_the_settings_of_every_sibling_from_the_env_file(compose: dict[str, Any]) -> None:
+    # the sibling DAGs read their settings in Airflow's processes: each component takes .env whole, beside the
+    # stream's shared settings, so a STREAMWARDEN_* line there reaches maintenance, validation, the warden and the
+    # session restarts alike (not only the stream's own)
+    airflow = {name: service for name, service in compose["services"].items()
+               if name.startswith("airflow-") and name != "airflow-init"}
+    assert {"airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(airflow)
+    for name, service in airflow.items():
+        env_files = service.get("env_file")
+        assert ".env" in ([env_files] if isinstance(env_files, str) else env_files or []), name
+        assert service["environment"]["STREAMWARDEN_HOME"] == "/data", name
+    shown = re.findall(r"^# (STREAMWARDEN_[A-Z_]+)=", (REPO / ".env.example").read_text(), re.MULTILINE)
+    siblings = ("MAINTENANCE", "VALIDATION", "WARDEN", "SESSION_RESTART")
+    assert all(any(name.startswith(f"STREAMWARDEN_{s}_") for name in shown) for s in siblings), shown
