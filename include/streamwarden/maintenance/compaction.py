@@ -165,6 +165,14 @@ def _refuse_changed_files(location: TableLocation, table: DeltaTable, partition:
     if checked.unrecorded:
         log.warning("%s %s: %d files have no recorded content hash (committed before hashes were kept): not "
                     "checked", location.name, label, len(checked.unrecorded))
+    if checked.unreadable:
+        raise IntegrityError(
+            f"table {location.name}, partition {label}: {len(checked.unreadable)} data file(s) cannot be read; "
+            f"nothing was compacted. {'; '.join(f'{f.path}: {f.reason}' for f in checked.unreadable[:5])}. Restore "
+            "their access or storage tier, or find the damage with validate_output and recover the table "
+            "(recover_stream, target as_of).",
+            details={"table": location.name, "partition": label, "version": table.version(),
+                     "unreadable": [f.path for f in checked.unreadable]})
     if checked.problems:
         by_path = {str(a["path"]): a for a in actions}
         lines = [f"{p.path} (it held {held_offsets(by_path[p.path]).describe()}; {p.expected} recorded, {p.found} "

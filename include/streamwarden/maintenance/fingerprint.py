@@ -112,7 +112,12 @@ def fingerprint(files: Iterable[LoggedFile], filesystem: fs.FileSystem, schema: 
         result.bytes += info.size
         if info.size != logged.size:
             result.problems.append(f"{logged.path}: {info.size} bytes in storage, {logged.size} in the log")
-        result.problems.extend(_disagreements(logged, file_statistics(logged.path, ("offset",), filesystem)))
+        try:
+            statistics = file_statistics(logged.path, ("offset",), filesystem)
+        except OSError as exc:  # listed at its size, but not given back (denied, an archive tier): the store answered
+            result.problems.append(f"{logged.path}: in storage but cannot be read ({' '.join(str(exc).split())[:300]})")
+            continue
+        result.problems.extend(_disagreements(logged, statistics))
         present.append(logged.path)
     if present:
         for key, figures in _figures(present, filesystem, schema, constants).items():

@@ -131,6 +131,15 @@ class ContentProblem:
 
 
 @dataclass(frozen=True)
+class UnreadableFile:
+    """A data file storage lists at its size but will not give back (denied, moved to an archive tier by a
+    lifecycle rule, an I/O error), while the store itself answers."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ContentCheck:
     """What a content check read and found."""
 
@@ -138,25 +147,34 @@ class ContentCheck:
     checked: int  # files hashed
     checked_bytes: int
     unrecorded: tuple[str, ...]  # files checked for which no hash was recorded (committed before hashing)
+    unreadable: tuple[UnreadableFile, ...] = ()
 
 
 def check_content(location: TableLocation, files: Mapping[str, int], recorded: Recorded) -> ContentCheck:
-    """Hash each of ``files`` (path relative to the table -> size) and compare with ``recorded``."""
+    """Hash each of ``files`` (path relative to the table -> size) and compare with ``recorded`` (a file with no
+    recorded hash is read all the same, unless the caller left it out). A file that cannot be read while the store
+    answers is unreadable; a store that does not answer is an ENVIRONMENT failure
+    (:meth:`TableLocation.reaching`)."""
     store, base = location.filesystem()
-    problems, unrecorded = [], []
+    problems, unrecorded, unreadable = [], [], []
     checked = checked_bytes = 0
     with location.reaching():
         for path, size in files.items():
             expected = recorded.hashes.get(path)
+            try:  # a file without a recorded hash is still read whole: it can be read, or it is unreadable
+                found = file_digest(store, f"{base}/{path}")
+            except OSError as exc:
+                store.get_file_info(base)  # the store itself: when it does not answer either, that is the failure
+                unreadable.append(UnreadableFile(path, " ".join(str(exc).split())[:300]))
+                continue
             if expected is None:
                 unrecorded.append(path)
                 continue
-            found = file_digest(store, f"{base}/{path}")
             checked += 1
             checked_bytes += size
             if found != expected:
                 problems.append(ContentProblem(path, expected, found))
-    return ContentCheck(tuple(problems), checked, checked_bytes, tuple(unrecorded))
+    return ContentCheck(tuple(problems), checked, checked_bytes, tuple(unrecorded), tuple(unreadable))
 
 
 def _hashes_of(value: object) -> dict[str, str]:

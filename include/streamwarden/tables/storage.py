@@ -32,6 +32,7 @@ class FileFault(StrEnum):
     TRUNCATED = "truncated"  # shorter than its add action says
     GROWN = "grown"  # longer than its add action says (overwritten or appended to)
     CHANGED = "changed"  # at its size, but its bytes hash to another digest than the one recorded at its commit
+    UNREADABLE = "unreadable"  # listed at its size, but reading it fails while the store answers
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,14 @@ class FileProblem:
     written_at: str | None  # when the file was written (its add action's modification time, UTC ISO-8601)
     held: HeldOffsets
     digests: tuple[str, str] | None = None  # CHANGED: the recorded digest and the one found
+    reason: str | None = None  # UNREADABLE: what reading it said
 
     def line(self) -> str:
         written = "" if self.written_at is None else f", written at {self.written_at}"
         if self.digests is not None:
             what = f"{self.digests[0]} recorded at its commit, {self.digests[1]} found"
+        elif self.reason is not None:
+            what = f"listed at its {self.expected_bytes:,} bytes; reading it failed: {self.reason}"
         else:
             found = "" if self.found_bytes is None else f", {self.found_bytes:,} found"
             what = f"{self.expected_bytes:,} bytes in the log{found}"
@@ -119,6 +123,8 @@ def check_files(table: DeltaTable, location: TableLocation, choose: Chooser | No
         content = check_content(location, chosen, recorded_hashes(location, table.version()))
         problems += [replace(_problem(location, table, actions[changed.path], FileFault.CHANGED, whole[changed.path]),
                              digests=(changed.expected, changed.found)) for changed in content.problems]
+        problems += [replace(_problem(location, table, actions[lost.path], FileFault.UNREADABLE, whole[lost.path]),
+                             reason=lost.reason) for lost in content.unreadable]
     return StorageCheck(tuple(problems), content, len(whole), sum(whole.values()))
 
 

@@ -21,7 +21,7 @@ class FindingClass(StrEnum):
     """Why a validation run failed."""
 
     INTEGRITY = "INTEGRITY"  # a data file's bytes are not those hashed when it was committed
-    STORAGE = "STORAGE"  # a data file the log lists is missing from storage or not at its recorded size
+    STORAGE = "STORAGE"  # a data file the log lists is missing from storage, not at its recorded size, or unreadable
     GAP = "GAP"  # offsets the log records as committed that no table holds
     DUPLICATE = "DUPLICATE"  # an offset in both tables, a row twice, or rows no committed run claims
     CHECKPOINT_MISMATCH = "CHECKPOINT_MISMATCH"  # the checkpoint and the tables disagree beyond one batch
@@ -42,10 +42,12 @@ NEXT_ACTIONS: dict[FindingClass, str] = {
         "recover_stream with as_of just before the time the file was written (named in the finding): it rolls "
         "the table back to before that file and replays its offsets from Kafka while Kafka still holds them."),
     FindingClass.STORAGE: (
-        "A data file the Delta log lists is gone from storage or cut short (an rm, a lifecycle rule, a failed "
-        "copy): readers of the table fail on it, and the rows it held are missing (their offsets are the GAP "
-        "findings of the same table). Do not run maintain_tables on the table until it is repaired. Put the file "
-        "back from a backup or the store's object versioning if you can (same path, the size the finding names); "
+        "A data file the Delta log lists is gone from storage, cut short, or cannot be read (an rm, a lifecycle "
+        "rule that deleted it or moved it to an archive tier, a failed copy, permissions): readers of the table "
+        "fail on it, and the rows it held are missing (their offsets are the GAP findings of the same table). Do "
+        "not run maintain_tables on the table until it is repaired. An unreadable file may only need its access "
+        "or its storage tier restored (the finding names what reading it said). Otherwise put the file back "
+        "from a backup or the store's object versioning if you can (same path, the size the finding names); "
         "otherwise trigger recover_stream with as_of just before the time the file was written (named in the "
         "finding): it rolls the table back to before that file and replays its offsets from Kafka while Kafka "
         "still holds them."),
