@@ -50,6 +50,9 @@ INTERVAL = 60.0  # STREAMWARDEN_SESSION_RESTART_SCHEDULE=1m
 REACTION_S = 15.0
 """How long a site may take, from its turn (the plan's ``not_before``) to its new session's first record, on a busy
 machine: the producer polls the control topic between its sends."""
+ANSWER_SENT_S = 1.0
+"""Bound on the time between an answer's event time and the broker time of the end it sends first (a busy host
+hands the end to the client milliseconds later)."""
 RATE = 90.0  # messages/s over the three sites
 RESTART = {"session_restart_schedule": "1m", "session_restart_jitter": "3s", "session_restart_deadline": "30s",
            "session_restart_poke_interval": "2s"}
@@ -185,8 +188,11 @@ def test_the_damaged_site_heals_with_a_clean_new_session_and_its_loss_ends_withi
     planned, turn_at = (datetime.fromisoformat(drill.report["plan"]["created_at"]),
                         datetime.fromisoformat(turn["not_before"]))
     opened = datetime.fromisoformat(answer["opened_at"])
-    # the loss's times are the broker's (milliseconds), the answer's its event time (microseconds)
-    assert (last - opened).total_seconds() < 0.001 and (opened - turn_at).total_seconds() <= REACTION_S, (
+    # The loss's last record is the old session's end, sent in the answer just before the new session's snapshot:
+    # its time is the broker's (milliseconds, taken when the end was handed to the client), the answer's the event
+    # time both were made with (microseconds, taken before), so the end follows it by the moments the sending took
+    ends_after_s = (last - opened).total_seconds()
+    assert -0.001 < ends_after_s < ANSWER_SENT_S and (opened - turn_at).total_seconds() <= REACTION_S, (
         loss, turn, answer)
     detected_s = (planned - first).total_seconds()
     bound = detected_s + (turn_at - planned).total_seconds() + REACTION_S
