@@ -47,7 +47,9 @@ worker was killed finishes the work instead of doing it twice.
 
 #### Params
 
-- `release`: the name of a release file in `<STREAMWARDEN_HOME>/releases/` (without `.yaml`); never a path.
+- `release`: one of the releases installed as `<STREAMWARDEN_HOME>/releases/<name>.yaml`, picked from the form's
+  dropdown (over REST: its name, never a path). A release installed after Airflow parsed this file is offered
+  once the dag-processor parses it again (`[dag_processor] min_file_process_interval`, 30 s by default).
 - `health_minutes`: how long the new version must run healthy (0.25 to 240 minutes, fractions allowed).
 - `dry_run`: `true` (default): check the Params, the release and its compatibility, change nothing.
 - `reason`: why (kept in the hold, the journal and the alert).
@@ -76,7 +78,6 @@ The release may set any `STREAMWARDEN_*` setting except the roots (`HOME`, `OUTP
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
@@ -101,8 +102,10 @@ from streamwarden_airflow.operators.upgrade import (
 from streamwarden_airflow.sensors.upgrade import UpgradeHealthSensor
 
 warden = load_warden_settings()
-installed = installed_releases(load_settings())  # the form offers them; a new one shows at the next parse
-offered: dict[str, Any] = {"examples": installed} if installed else {}  # an empty list is no valid schema
+# The form's dropdown offers the installed releases (null: none chosen yet). A release installed later is offered,
+# and accepted by the REST API, once the dag-processor parses this file again (within its parse interval).
+installed = installed_releases(load_settings())
+NONE_CHOSEN = "(choose a release)" if installed else "(no release installed under releases/)"
 WATCH_TIMEOUT = MAX_HEALTH_MINUTES * 60 + 2 * warden.startup_grace + 600
 
 with DAG(
@@ -116,7 +119,8 @@ with DAG(
     default_args={"owner": "streamwarden", "retries": 0},
     tags=["streamwarden", "stream", "lifecycle", "upgrade"],
     params={
-        "release": Param(None, type=["null", "string"], maxLength=64, **offered,
+        "release": Param(None, type=["null", "string"], maxLength=64, enum=[None, *installed],
+                         values_display={"null": NONE_CHOSEN, **{name: name for name in installed}},
                          description="One of the releases installed as <STREAMWARDEN_HOME>/releases/<name>.yaml "
                                      f"({', '.join(installed) or 'none yet'})."),
         "health_minutes": Param(DEFAULT_HEALTH_MINUTES, type="number", minimum=MIN_HEALTH_MINUTES,

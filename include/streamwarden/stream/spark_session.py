@@ -38,6 +38,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # it too, and can go back.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Python workers are forked with their modules already imported (worker_daemon.py).
+        "spark.python.daemon.module": "streamwarden.stream.worker_daemon",
         # The rows going to a Python worker are sent in Arrow batches of at most 10,000 rows by default, and
         # the packed rows are few and large (an IPC payload each): the JVM gathered a task's whole output for
         # the batch writer before it sent any, in the heap and in Arrow's buffers, which keep their largest

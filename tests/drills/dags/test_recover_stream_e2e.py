@@ -191,7 +191,7 @@ def test_recover_stream_from_the_ui_dry_run_approved_and_rejected_and_every_dag_
 
             # 6. every other DAG from its form with its defaults (a release picked for upgrade_stream)
             triggered = {dag_id: trigger_from_form(driver, base, dag_id, shots,
-                                                   text={"release": RELEASE} if dag_id == "upgrade_stream" else None)
+                                                   choose={"release": RELEASE} if dag_id == "upgrade_stream" else None)
                          for dag_id in OTHER_DAGS}
             for dag_id, run in triggered.items():
                 expected = {**_defaults(api, dag_id), **({"release": RELEASE} if dag_id == "upgrade_stream" else {})}

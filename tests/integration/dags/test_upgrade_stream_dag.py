@@ -72,10 +72,13 @@ def test_bad_params_are_named_at_once_and_alerted_before_anything_changes(home: 
     outside = home.parent / "elsewhere.yaml"
     outside.write_text("trigger_interval: 2s\n")
     (home / "releases" / "sneaky.yaml").symlink_to(outside)
+    (home / "releases" / "v2.yaml").write_text("trigger_interval: 2s\n")
     from airflow.sdk.exceptions import ParamValidationError
 
     with pytest.raises(ParamValidationError, match="health_minutes"):  # Airflow refuses a run outside the bounds
         _dag().test(run_conf={"release": "v2", "health_minutes": 1000})
+    with pytest.raises(ParamValidationError, match="release"):  # and a release the form does not offer
+        _dag().test(run_conf={"release": "v7"})
     states = _states(_dag().test(run_conf={"release": "sneaky", "health_minutes": 0.5, "dry_run": False}))
     assert states["check_params"] == "failed" and states["report_and_alert"] == "failed"
     assert all(states[t] in ("upstream_failed", "skipped") for t in CHANGES), states
