@@ -3,41 +3,52 @@ already imported, from a daemon that is single-threaded when it forks; PySpark's
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fixtures import REPO
-
-if TYPE_CHECKING:
-    import pandas as pd
-    from pyspark.sql import SparkSession
 
 DAEMON = "streamwarden.stream.worker_daemon"
 
 
-def test_workers_are_forked_from_a_single_threaded_daemon_with_the_jobs_modules_imported(
-        spark: SparkSession) -> None:
-    def look(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        import os as here
-        import sys as imported
+PROBE = """
+import json, sys
+from streamwarden.settings import load_settings
+from streamwarden.stream.spark_session import build_spark_session
 
-        parent = here.getppid()
-        with open(f"/proc/{parent}/cmdline", "rb") as command:
-            daemon = command.read().replace(b"\0", b" ").decode()
-        for frame in frames:
-            yield frame.assign(daemon=daemon, daemon_threads=len(here.listdir(f"/proc/{parent}/task")),
-                               preloaded=all(name in imported.modules for name in (
-                                   "streamwarden.stream.sessions.processor", "streamwarden.stream.sink.batch_files",
-                                   "streamwarden.stream.source.kafka_source", "pyarrow.parquet")))
+def look(frames):
+    import os, sys as imported
+    parent = os.getppid()
+    with open(f"/proc/{parent}/cmdline", "rb") as command:
+        daemon = command.read().replace(b"\\0", b" ").decode()
+    preloaded = all(name in imported.modules for name in (
+        "streamwarden.stream.sessions.processor", "streamwarden.stream.sink.batch_files",
+        "streamwarden.stream.source.kafka_source", "pyarrow.parquet"))
+    for frame in frames:
+        yield frame.assign(daemon=daemon, daemon_threads=len(os.listdir(f"/proc/{parent}/task")), preloaded=preloaded)
 
-    rows = spark.range(4).repartition(2).mapInPandas(
-        look, "id long, daemon string, daemon_threads long, preloaded boolean").collect()
-    assert {(DAEMON in row.daemon, row.daemon_threads, row.preloaded) for row in rows} == {(True, 1, True)}, rows
+spark = build_spark_session(load_settings(home=sys.argv[1], spark_master="local[2]", shuffle_partitions=2))
+rows = spark.range(4).repartition(2).mapInPandas(
+    look, "id long, daemon string, daemon_threads long, preloaded boolean").collect()
+print("PROBE " + json.dumps(sorted({(r.daemon, r.daemon_threads, r.preloaded) for r in rows})))
+spark.stop()
+"""
+
+
+def test_a_new_sessions_workers_are_forked_from_a_single_threaded_daemon_with_the_jobs_modules_imported(
+        tmp_path: Path) -> None:
+    # its own process: a session already made in this one (another test's) would keep the configuration it had
+    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "home")], capture_output=True, text=True,
+                          timeout=300, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-3000:]
+    seen = json.loads(lines[0].removeprefix("PROBE "))
+    assert [(DAEMON in daemon, threads, preloaded) for daemon, threads, preloaded in seen] == [(True, 1, True)], (
+        seen, done.stderr[-3000:])
 
 
 def test_a_daemon_left_with_a_second_thread_becomes_pysparks_own_before_it_answers() -> None:

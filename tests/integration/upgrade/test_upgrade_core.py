@@ -100,7 +100,8 @@ def test_the_installed_releases_are_what_upgrade_streams_form_offers(settings: S
     assert installed_releases(settings) == ["v10", "v2"]
     bag = DagBag(dag_folder=str(REPO / "dags" / "upgrade_stream.py"))
     release = bag.dags["upgrade_stream"].params.get_param("release")
-    assert release.schema["examples"] == ["v10", "v2"] and "v10, v2" in (release.description or "")
+    assert release.schema["enum"] == [None, "v10", "v2"] and "v10, v2" in (release.description or "")
+    assert release.schema["values_display"] == {"null": "(choose a release)", "v10": "v10", "v2": "v2"}
 
 
 def test_the_active_release_applies_over_the_environment_and_keeps_the_previous(settings: Settings) -> None:
