@@ -38,11 +38,11 @@ PRELOAD = (
 """What a worker of the job imports (PySpark's worker and Arrow serializers, pandas, pyarrow, the functions the
 job hands Spark); a module that cannot be imported here is left to the worker, which fails as it would have."""
 
-SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                   "JE_ARROW_MALLOC_CONF": "background_thread:false",  # pyarrow's jemalloc
-                   "_RJEM_MALLOC_CONF": "background_thread:false"}  # deltalake's
-"""Settings read when each library loads, that keep its import from starting a thread (an operator's own value
-is kept; the daemon then checks the threads it finds)."""
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""Thread pools held to one thread (an operator's own value is kept; the daemon then checks the threads it finds)."""
+NO_BACKGROUND_THREAD = ("JE_ARROW_MALLOC_CONF", "_RJEM_MALLOC_CONF")  # pyarrow's jemalloc, deltalake's
+"""jemalloc settings that get ``background_thread:false`` after whatever they already hold (a later option wins):
+polars, imported by the driver, sets ``_RJEM_MALLOC_CONF`` for its process, and the daemon inherits it."""
 
 
 def threads() -> int:
@@ -51,9 +51,12 @@ def threads() -> int:
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
-    """Import ``modules`` with :data:`SINGLE_THREADED` set; the names of those that failed."""
-    for name, value in SINGLE_THREADED.items():
+    """Import ``modules`` with :data:`ONE_THREAD` and :data:`NO_BACKGROUND_THREAD` set; the names of those that
+    failed."""
+    for name, value in ONE_THREAD.items():
         os.environ.setdefault(name, value)
+    for name in NO_BACKGROUND_THREAD:
+        os.environ[name] = ",".join(filter(None, (os.environ.get(name), "background_thread:false")))
     failed = []
     for module in modules:
         try:

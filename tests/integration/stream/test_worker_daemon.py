@@ -41,9 +41,11 @@ spark.stop()
 
 def test_a_new_sessions_workers_are_forked_from_a_single_threaded_daemon_with_the_jobs_modules_imported(
         tmp_path: Path) -> None:
-    # its own process: a session already made in this one (another test's) would keep the configuration it had
-    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "home")], capture_output=True, text=True,
-                          timeout=300, check=False)
+    # its own process: a session already made in this one (another test's) would keep the configuration it had;
+    # with the jemalloc setting polars gives its process (the test run's and the job's drivers import polars)
+    env = {**os.environ, "_RJEM_MALLOC_CONF": "dirty_decay_ms:500,muzzy_decay_ms:1000"}
+    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "home")], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
     assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-3000:]
     seen = json.loads(lines[0].removeprefix("PROBE "))
