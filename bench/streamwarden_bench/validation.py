@@ -10,7 +10,9 @@ A checkpoint that committed the batch sits beside them. Then, Kafka not asked:
 - ``validate_s``, the goal's figure: one run of :func:`streamwarden.validation.steps.validate` with every
   offline check (pin, checks 1 and 2, the data expectations and their Data Docs) in a fresh interpreter, as
   an Airflow task runs it, so Great Expectations' import (about 5 s) is paid (it overlaps checks 1 and 2);
-- ``reconciliation_s``: checks 1 and 2 alone; ``expectations_s``: the data checks alone, GX already
+- ``reconciliation_s``: checks 1 and 2 alone; ``content_s``: checks 1 and 2 with check 6 (every data file read
+  whole and hashed against the digest its commit recorded), so that check 6's cost is their difference;
+  ``expectations_s``: the data checks alone, GX already
   imported (``gx_import_s``, timed in a fresh interpreter).
 
 ``python -m streamwarden_bench`` runs it (``--validation-rows``, ``--skip-validation``); alone:
@@ -68,6 +70,7 @@ def offline() -> ValidationSettings:
 
 
 RECONCILIATION = frozenset({Check.COVERAGE, Check.CHECKPOINT})
+WITH_CONTENT = RECONCILIATION | {Check.CONTENT}
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class ValidationFigures:
     build_s: float
     validate_s: float  # every offline check in a fresh interpreter, GX's import included: the goal's figure
     reconciliation_s: float  # checks 1 and 2
+    content_s: float  # checks 1, 2 and 6 (every file hashed): check 6's cost is the difference
     expectations_s: float  # the data checks and their Data Docs, GX imported
     gx_import_s: float  # importing GX (and the data checks) in a fresh interpreter
     expectations: int  # expectations evaluated
@@ -167,6 +171,9 @@ def run_validation_bench(work: Path, rows: int = 10_000_000) -> ValidationFigure
     started = time.perf_counter()
     report = validate(settings, offline(), ValidationRequest(pipeline_tables(settings), RECONCILIATION))
     reconciliation = time.perf_counter() - started
+    started = time.perf_counter()
+    hashed = validate(settings, offline(), ValidationRequest(pipeline_tables(settings), WITH_CONTENT))
+    content = time.perf_counter() - started
     from streamwarden.validation.expectations.run import check_expectations  # GX: imported once, not timed here
 
     tables = pin(settings, pipeline_tables(settings))
@@ -177,9 +184,9 @@ def run_validation_bench(work: Path, rows: int = 10_000_000) -> ValidationFigure
     quarantine = sum(p.rows.get(QUARANTINE, 0) for p in report.partitions)
     offsets = sum(e - s for parts in ranges.values() for s, e in parts.values())
     return ValidationFigures(session, quarantine, offsets, len(report.partitions), files, round(built, 2),
-                             together["validate_s"], round(reconciliation, 2), outcome.seconds,
+                             together["validate_s"], round(reconciliation, 2), round(content, 2), outcome.seconds,
                              together["gx_import_s"], outcome.evaluated,
-                             report.passed and not outcome.findings and bool(together["passed"]))
+                             report.passed and hashed.passed and not outcome.findings and bool(together["passed"]))
 
 
 _FRESH = """

@@ -13,9 +13,10 @@ def test_the_benchmark_builds_clean_tables_and_times_their_validation(tmp_path: 
     assert figures.passed and figures.session_rows == 40_000 and figures.topic_partitions == 8
     assert figures.quarantine_rows == figures.offsets - figures.session_rows // 4
     assert figures.expectations > 20 and figures.gx_import_s > 0 and figures.reconciliation_s > 0
+    assert figures.content_s > 0
     document = figures.to_json()
     assert document["goal_s"] == 20 and document["ratio_to_goal"] == round(figures.validate_s / 20, 2)
-    assert set(document) >= {"validate_s", "reconciliation_s", "expectations_s", "within_goal"}
+    assert set(document) >= {"validate_s", "reconciliation_s", "content_s", "expectations_s", "within_goal"}
 
 
 def test_the_bench_command_runs_or_skips_it() -> None:
