@@ -32,10 +32,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy include plugins jobs dags $(wildcard bench)
 
-# Two workers: the drill files in two units (the stream's, Airflow's), one on each worker, the others on either
-# (tests/conftest.py); every test's duration goes to test-results/junit.xml. In this process alone:
+# Three workers: the drill files in two units (the stream's, Airflow's), one on each of two workers, the others on
+# the third and on the first free (tests/conftest.py); every test's duration goes to test-results/junit.xml. In this process alone:
 # make pytest PYTEST_WORKERS=0 PYTEST_ARGS=tests/...
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(PYTEST_WORKERS) \
 		--junit-xml=test-results/junit.xml $(PYTEST_ARGS)

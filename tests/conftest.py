@@ -46,9 +46,14 @@ if TYPE_CHECKING:
     from streamwarden.local.broker import LocalBroker
 
 
-AIRFLOW_SIDE = ("dags", "ui", "local", "warden", "test_bench_smoke.py")
-"""Drill areas (and files) of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the
-long run, the bench (the first: the stream's job processes, maintenance and recovery beside it)."""
+AIRFLOW_SIDE = ("dags", "ui", "local", "warden")
+"""Drill areas of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the long run (the
+first: the stream's job processes, maintenance and recovery beside it)."""
+BESIDE_EITHER = ("tests/drills/logs/", "tests/drills/test_bench_floor.py", "tests/drills/test_bench_smoke.py",
+                 "tests/drills/stream/test_stream_failures.py")
+"""Drill files that time nothing and wait for little (a failure class, a log bound, the bench's own floors): each a
+unit of its own, run on the third worker beside whichever drills the other two run, so that the two drill units,
+the run's longest path, stay short."""
 
 
 def _drill_units() -> dict[str, str]:
@@ -56,15 +61,18 @@ def _drill_units() -> dict[str, str]:
     approvals in process) and its unit: ``drills-stream`` or ``drills-airflow``."""
     units = {}
     for path in (REPO / "tests").rglob("test_*.py"):
+        relative = str(path.relative_to(REPO))
         tier, area, *_ = path.relative_to(REPO / "tests").parts
+        if relative.startswith(BESIDE_EITHER):
+            continue
         if tier == "drills" or "answer_in_process" in path.read_text():
-            units[str(path.relative_to(REPO))] = "drills-airflow" if area in AIRFLOW_SIDE else "drills-stream"
+            units[relative] = "drills-airflow" if area in AIRFLOW_SIDE else "drills-stream"
     return units
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The drills first, so that the two workers each start one drill unit (the longest work) and take the
-    other files as they finish."""
+    """The drill units first, so that two of the workers each start one (the longest work) and the third takes the
+    other files, the two joining in as their units end."""
     units = _drill_units()
     rank = {"drills-stream": 0, "drills-airflow": 1}
     items.sort(key=lambda item: rank.get(units.get(item.nodeid.split("::", 1)[0], ""), 2))
@@ -96,7 +104,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Each test's CPU seconds, set-up to teardown, as a ``cpu_s`` property in the JUnit XML: on 2 cores the
     suite's wall time follows its CPU. Only what this process reaps is counted: a job process killed with its
     group leaves its JVM and Python workers to init, so a drill's figure is a lower bound. Beside it the worker
-    that ran the test and when it ended (``ended_at``, Unix seconds): the two workers' timelines, to see where
+    that ran the test and when it ended (``ended_at``, Unix seconds): the workers' timelines, to see where
     one waited for the other."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
         item.user_properties.append(("cpu_s", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 1)))
@@ -107,14 +115,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``make test``'s two workers: the drill files in two units, each run whole on one worker, one after
+    """``make test``'s three workers: the drill files in two units, each run whole on one worker, one after
     another, so never two drills of one kind at once; every other file a unit of its own (its module
-    fixtures made once), on whichever worker is free. The files answering approvals in process stay in a
+    fixtures made once), on whichever worker is free. Units are handed out in collection order (the drill units
+    first), not xdist's largest-first. The files answering approvals in process stay in a
     unit (under per-test distribution the answering thread once gave up before its request appeared).
     (xdist's ``loadgroup`` would say this with markers, but it renames node ids in a way pytest 9 ignores.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     units = _drill_units()
+    config.option.loadscopereorder = False
 
     class DrillsTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:

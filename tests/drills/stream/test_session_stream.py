@@ -360,26 +360,32 @@ def test_a_checkpoint_pinned_before_slot_codecs_keeps_plain_slots_across_restart
     assert held and {s for blob in held for s in codec.decode(blob)} == set(sessions)
 
 
-@pytest.mark.parametrize(("buckets", "slots"), [("1", "1"), (None, None)], ids=["one-slot", "default-slots"])
+LAYOUTS = {"one-slot": {"session_buckets": "1", "session_slots": "1"}, "default-slots": {}}
+"""The two state layouts the timeout drill runs side by side: one slot (A and B share the state entry B
+rewrites) and the default layout (sessions spread over many slots)."""
+
+
 def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
-    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path, buckets: str | None,
-    slots: str | None
+    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
 ) -> None:
     # A goes silent; B..H are written on every 5 s for 40 s, so that their state must outlive their first write by
-    # more than the 20 s timeout (with one slot, A and B share the state entry B rewrites; the default layout
-    # spreads them over many slots)
+    # more than the 20 s timeout. Both layouts run at once, each a job of its own reading the same topic: the
+    # 40 s of writing are paid once
     (topic,) = topic_factory(1, partitions=1)
     placed: dict[tuple[int, int], Message] = {}
-    layout = {} if buckets is None or slots is None else {"session_buckets": buckets, "session_slots": slots}
-    job = run_damaged(broker, topic, tmp_path, integrity_tier="strict", on_gap="resync", session_timeout="20s",
-                      **layout)
+    jobs = {name: run_damaged(broker, topic, tmp_path / name, integrity_tier="strict", on_gap="resync",
+                              session_timeout="20s", **layout) for name, layout in LAYOUTS.items()}
     alive = [chr(c) for c in range(ord("B"), ord("I"))]
 
     def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
         placed.update(produce_messages(broker.bootstrap_servers, topic, messages))
-        job.wait_until(lambda: _accounted(job, {(topic, *at) for at in placed}), timeout, "the messages accounted")
+        for name, job in jobs.items():
+            job.wait_until(lambda job=job: _accounted(job, {(topic, *at) for at in placed}), timeout,
+                           f"the messages accounted ({name})")
 
-    job.start()
+    for name, job in jobs.items():
+        (tmp_path / name).mkdir()
+        job.start()
     produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
     produce_and_wait([good(snapshot(s, 0, {"r1": {"qty": 1}})) for s in ["A", *alive]])
     written = [good(snapshot("B", 0, {"r1": {"qty": 1}}))]
@@ -389,7 +395,9 @@ def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_ke
             produce_and_wait([good(update("A", 1, "r1", qty=2))])
         produce_and_wait([good(update(s, seq, "r1", qty=seq + 1)) for s in alive])
         written.append(good(update("B", seq, "r1", qty=seq + 1)))
-    assert job.stop() == 0, job.log_tail()
-    assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
-    tables = final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)
-    assert {s: tables[s] for s in alive} == {s: replay(written)["B"] for s in alive}
+    for name, job in jobs.items():
+        assert job.stop() == 0, f"{name}\n{job.log_tail()}"
+    for name, job in jobs.items():
+        assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}, name
+        tables = final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)
+        assert {s: tables[s] for s in alive} == {s: replay(written)["B"] for s in alive}, name
