@@ -50,10 +50,11 @@ AIRFLOW_SIDE = ("dags", "ui", "local", "warden")
 """Drill areas of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the long run (the
 first: the stream's job processes, maintenance and recovery beside it)."""
 BESIDE_EITHER = ("tests/drills/logs/", "tests/drills/test_bench_floor.py", "tests/drills/test_bench_smoke.py",
-                 "tests/drills/stream/test_stream_failures.py")
-"""Drill files that time nothing and wait for little (a failure class, a log bound, the bench's own floors): each a
-unit of its own, run on the third worker beside whichever drills the other two run, so that the two drill units,
-the run's longest path, stay short."""
+                 "tests/drills/stream/test_stream_failures.py", "tests/drills/dags/test_recover_stream_dag.py",
+                 "tests/drills/upgrade/test_upgrade_drills.py")
+"""Drill files that judge outcomes, not timings (a failure class, a log bound, the bench's own floors, a recovery
+and an upgrade through ``dag.test()``): each a unit of its own, run on the third worker beside whichever drills the
+other two run, so that the two drill units, the run's longest path, end about when the third worker does."""
 
 
 def _drill_units() -> dict[str, str]:
