@@ -7,6 +7,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -361,21 +362,34 @@ def test_a_checkpoint_pinned_before_slot_codecs_keeps_plain_slots_across_restart
 
 
 LAYOUTS = {"one-slot": {"session_buckets": "1", "session_slots": "1"}, "default-slots": {}}
-"""The two state layouts the timeout drill runs side by side: one slot (A and B share the state entry B
-rewrites) and the default layout (sessions spread over many slots)."""
+"""The two state layouts of the timeout drill: one slot (A and B share the state entry B rewrites) and the default
+layout (sessions spread over many slots)."""
+ALIVE = [chr(c) for c in range(ord("B"), ord("I"))]
 
 
-def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
-    broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path
-) -> None:
-    # A goes silent; B..H are written on every 5 s for 40 s, so that their state must outlive their first write by
-    # more than the 20 s timeout. Both layouts run at once, each a job of its own reading the same topic: the
-    # 40 s of writing are paid once
-    (topic,) = topic_factory(1, partitions=1)
+@dataclass(frozen=True)
+class TimeoutRun:
+    """One layout's job of the timeout drill: its exit code on the stop, and where its output is."""
+
+    exit_code: int
+    log_tail: str
+    output: Path
+
+
+@pytest.fixture(scope="module")
+def timeout_runs(broker: LocalBroker, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, TimeoutRun],
+                                                                                         list[Message]]:
+    """A goes silent; B..H are written on every 5 s for 40 s, so that their state must outlive their first write by
+    more than the 20 s timeout. Both layouts run at once, each a job of its own reading the same topic (the 40 s of
+    writing are paid once): each layout's run, and what was written to B."""
+    from streamwarden.kafka.admin import create_topics
+
+    topic = f"timeout{os.getpid()}"
+    create_topics({"bootstrap.servers": broker.bootstrap_servers}, [topic], partitions=1)
+    home = tmp_path_factory.mktemp("timeout")
     placed: dict[tuple[int, int], Message] = {}
-    jobs = {name: run_damaged(broker, topic, tmp_path / name, integrity_tier="strict", on_gap="resync",
+    jobs = {name: run_damaged(broker, topic, home / name, integrity_tier="strict", on_gap="resync",
                               session_timeout="20s", **layout) for name, layout in LAYOUTS.items()}
-    alive = [chr(c) for c in range(ord("B"), ord("I"))]
 
     def produce_and_wait(messages: list[Message], timeout: float = 120) -> None:
         placed.update(produce_messages(broker.bootstrap_servers, topic, messages))
@@ -384,20 +398,31 @@ def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_ke
                            f"the messages accounted ({name})")
 
     for name, job in jobs.items():
-        (tmp_path / name).mkdir()
+        (home / name).mkdir()
         job.start()
-    produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
-    produce_and_wait([good(snapshot(s, 0, {"r1": {"qty": 1}})) for s in ["A", *alive]])
-    written = [good(snapshot("B", 0, {"r1": {"qty": 1}}))]
-    for seq in range(1, 9):
-        time.sleep(5)
-        if seq == 6:
-            produce_and_wait([good(update("A", 1, "r1", qty=2))])
-        produce_and_wait([good(update(s, seq, "r1", qty=seq + 1)) for s in alive])
-        written.append(good(update("B", seq, "r1", qty=seq + 1)))
-    for name, job in jobs.items():
-        assert job.stop() == 0, f"{name}\n{job.log_tail()}"
-    for name, job in jobs.items():
-        assert dead_letters(job.settings.root("output")) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}, name
-        tables = final_tables(read_table(job.settings.root("output") / SESSION_ROWS), SCHEMA)
-        assert {s: tables[s] for s in alive} == {s: replay(written)["B"] for s in alive}, name
+    try:
+        produce_and_wait([good(snapshot("Z", 0, {"r1": {"qty": 1}}))], 300)  # the first batch pays the start-up
+        produce_and_wait([good(snapshot(s, 0, {"r1": {"qty": 1}})) for s in ["A", *ALIVE]])
+        written = [good(snapshot("B", 0, {"r1": {"qty": 1}}))]
+        for seq in range(1, 9):
+            time.sleep(5)
+            if seq == 6:
+                produce_and_wait([good(update("A", 1, "r1", qty=2))])
+            produce_and_wait([good(update(s, seq, "r1", qty=seq + 1)) for s in ALIVE])
+            written.append(good(update("B", seq, "r1", qty=seq + 1)))
+    finally:
+        codes = {name: job.stop() for name, job in jobs.items()}
+    runs = {name: TimeoutRun(codes[name], job.log_tail(), job.settings.root("output")) for name, job in jobs.items()}
+    return runs, written
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_session_silent_past_the_timeout_is_released_while_those_written_on_keep_their_state(
+    timeout_runs: tuple[dict[str, TimeoutRun], list[Message]], layout: str
+) -> None:
+    runs, written = timeout_runs
+    run = runs[layout]
+    assert run.exit_code == 0, run.log_tail
+    assert dead_letters(run.output) == {"A": ["UPDATE_BEFORE_SNAPSHOT"]}
+    tables = final_tables(read_table(run.output / SESSION_ROWS), SCHEMA)
+    assert {s: tables[s] for s in ALIVE} == {s: replay(written)["B"] for s in ALIVE}
