@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -21,26 +22,29 @@ BURN_CODE = "while True: pass"
 """One busy Python loop: one core's worth of CPU taken from the platform for the whole run."""
 
 
-def up_environment(home: Path) -> dict[str, str]:
+def up_environment(home: Path, settings: Mapping[str, str] | None = None) -> dict[str, str]:
     """This environment with the platform's home set and no Airflow variable (``up`` configures Airflow itself,
     and a developer's ``AIRFLOW_HOME`` must not leak in). Other ``STREAMWARDEN_*`` settings pass on, as they
-    would to ``make run``."""
+    would to ``make run``; ``settings`` (the soak's) over them."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
+    env.update(settings or {})
     env["STREAMWARDEN_HOME"] = str(home)
     return env
 
 
-def up_command(api_port: int, producer_rate: float) -> list[str]:
-    return [str(venv_bin() / "streamwarden"), "up", "--headless", "--api-port", str(api_port),
-            "--producer-rate", f"{producer_rate:g}"]
+def up_command(api_port: int, producer_rate: float | None) -> list[str]:
+    """`up` headless on ``api_port``; with the demo producer at ``producer_rate``, or none when it is None."""
+    command = [str(venv_bin() / "streamwarden"), "up", "--headless", "--api-port", str(api_port)]
+    return [*command, "--no-producer"] if producer_rate is None else [*command, "--producer-rate", f"{producer_rate:g}"]
 
 
-def start_up(home: Path, api_port: int, producer_rate: float, log_path: Path) -> subprocess.Popen[bytes]:
+def start_up(home: Path, api_port: int, producer_rate: float | None, log_path: Path,
+             settings: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`streamwarden up --headless` from the checkout, its output to ``log_path``."""
     with open(log_path, "ab") as log:
-        return subprocess.Popen(up_command(api_port, producer_rate), cwd=repo_root(), env=up_environment(home),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(up_command(api_port, producer_rate), cwd=repo_root(),
+                                env=up_environment(home, settings), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop_up(up: subprocess.Popen[bytes], timeout: float) -> tuple[int, bool]:

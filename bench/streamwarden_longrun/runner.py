@@ -17,11 +17,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 from streamwarden_bench.source import state
@@ -64,6 +64,18 @@ class LongRunOptions:
     api_port: int
     home: Path
     results: Path
+    up_producer: bool = True  # False: `up --no-producer` (the soak drives its own)
+    settings: dict[str, str] = field(default_factory=dict)  # STREAMWARDEN_* for `up`, over the environment's
+
+
+class RunHooks(Protocol):
+    """What a program built on the long run (the soak) does at its start, at each look, and before the stop."""
+
+    def started(self, run: LongRun, up: subprocess.Popen[bytes]) -> None: ...
+
+    def look(self, elapsed_s: float) -> None: ...
+
+    def before_stop(self, look: Callable[[], None], say: Callable[[str], None]) -> None: ...
 
 
 def _now() -> str:
@@ -92,8 +104,9 @@ def _ignoring_interrupts() -> Iterator[None]:
 class LongRun:
     """The run's state between looks; :meth:`run` is the whole of it."""
 
-    def __init__(self, options: LongRunOptions) -> None:
+    def __init__(self, options: LongRunOptions, hooks: RunHooks | None = None) -> None:
         self.options = options
+        self.hooks = hooks
         self.settings: Settings = load_settings(home=options.home)
         self.areas = DiskAreas(self.settings)
         self.stream = StreamWatch(self.settings)
@@ -115,13 +128,16 @@ class LongRun:
         burn = CpuBurn(options.burn_cores)
         try:
             with self.out:
-                up = start_up(options.home, options.api_port, options.producer_rate, up_log)
+                up = start_up(options.home, options.api_port, options.producer_rate if options.up_producer else None,
+                              up_log, options.settings)
                 self.started, self.started_epoch = time.monotonic(), time.time()
                 self.out.write(self._info())
                 self._event(EventType.UP_STARTED, {"pid": up.pid, "log": str(up_log)})
                 say(f"up (pid {up.pid}) on home {options.home}, API port {options.api_port}, "
                     f"{options.burn_cores} core(s) burnt; samples to {self.out.path}")
                 census = Census(up.pid)
+                if self.hooks is not None:
+                    self.hooks.started(self, up)
                 reason = "the long run itself failed"  # unless the watch returns: the platform is stopped anyway
                 try:
                     self.poller.start()
@@ -150,6 +166,8 @@ class LongRun:
                 self._tasks_ended(census.ended_tasks())
                 self._record(self.stream.look(stopping=False))
                 self._record(self.poller.drain())
+                if self.hooks is not None:
+                    self.hooks.look(time.monotonic() - self.started)
                 if time.monotonic() >= next_sample:
                     sample = self._sample(census)
                     next_sample = max(next_sample + self.options.interval_s, time.monotonic() + 1)
@@ -165,6 +183,11 @@ class LongRun:
     def _stop(self, up: subprocess.Popen[bytes], census: Census, reason: str, say: Callable[[str], None]) -> None:
         """SIGINT to `up`, looks until it exits (or the stop timeout: SIGKILL), then processes left behind."""
         with _ignoring_interrupts():
+            if self.hooks is not None and up.poll() is None:
+                try:
+                    self.hooks.before_stop(lambda: self._look_while_waiting(census), say)
+                except Exception as exc:  # the platform is stopped whatever the hook does
+                    say(f"before the stop: {type(exc).__name__}: {exc}")
             if up.poll() is None:
                 try:
                     self._sample(census)  # the run's last figures, and the commits since the previous sample
@@ -206,6 +229,11 @@ class LongRun:
             if left:
                 say(f"{len(left)} process(es) left behind; killing them: {[process.pid for process, _ in left]}")
                 kill_all([process for process, _ in left])
+
+    def _look_while_waiting(self, census: Census) -> None:
+        census.look()
+        self._record(self.stream.look(stopping=False))
+        self._record(self.poller.drain())
 
     def _sample(self, census: Census) -> Sample:
         began = time.monotonic()

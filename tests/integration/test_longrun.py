@@ -37,6 +37,7 @@ START = 1_800_000_000.0  # the made-up run's start, epoch seconds
     ("chmod 0600 /h/checkpoint/streamwarden/state/0/1/..138.changelog.fe09.TID551.tmp.crc", "helpers"),
     ("/v/bin/python /work/main/jobs/stream.py", "stream-driver-python"),
     ("/v/bin/python -m pyspark.daemon pyspark.worker", "stream-python-workers"),
+    ("/v/bin/python -m streamwarden.stream.worker_daemon pyspark.worker", "stream-python-workers"),
     ("/v/bin/python -m pyspark.sql.streaming.python_streaming_source_runner", "stream-python-workers"),
     ("sleep 5", OTHER),
 ])

@@ -96,13 +96,15 @@ class ProducerOptions:
     honour_restarts: bool = True  # obey restart_session commands on the control topic
     ignore_restarts: tuple[str, ...] = ()  # site topics that ignore them (drills)
     inject_gap: tuple[int, int] | None = None  # (site, after N messages): leave one row message unsent
+    gap_every: int = 0  # after the first injected gap, another one each this many messages (0: only the first)
 
     def __post_init__(self) -> None:
         for name in ("sites", "partitions", "sessions_per_site", "progress_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be greater than zero")
         validate_topic_name(f"{self.prefix}-{self.sites - 1}")
-        counts = ("rows_per_snapshot", "updates_per_session", "rate", "duration", "max_messages", "pad_to")
+        counts = ("rows_per_snapshot", "updates_per_session", "rate", "duration", "max_messages", "pad_to",
+                  "gap_every")
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
@@ -466,7 +468,7 @@ def run_producer(
                     dropped = _inject_gap(simulator, gap[0], now)
                     if dropped is not None:
                         gaps.append(dropped)
-                        gap = None
+                        gap = (gap[0], publisher.sent + options.gap_every) if options.gap_every else None
                         say(f"gap injected: {dropped['topic']} session {dropped['session_id']} seq "
                             f"{dropped['seq']} not sent")
                 size = _batch_size(batch, options.max_messages, publisher.sent, None if gap is None else gap[1])

@@ -74,6 +74,7 @@ class PlatformOptions:
     api_port: int
     producer_rate: float
     broker_memory_limit: int
+    producer: bool = True  # False: no demo producer (the soak drives producers of its own)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the embedded broker keeps every record: at this resident size (e.g. 2g) the demo "
                              "producer stops and the broker stays that big (default: a sixth of the machine's "
                              "memory, at most 4g)")
+    parser.add_argument("--no-producer", action="store_false", dest="producer",
+                        help="start no demo producer: your own producers write the site topics (the soak does)")
 
 
 def _size(text: str) -> int:
@@ -101,7 +104,7 @@ def _size(text: str) -> int:
 def run_platform(settings: Settings, args: argparse.Namespace) -> int:
     """Run until Ctrl-C/SIGTERM (exit 0) or until a component dies (ENVIRONMENT exit code)."""
     options = PlatformOptions(args.headless, args.api_port, args.producer_rate,
-                              args.broker_memory_limit or default_limit())
+                              args.broker_memory_limit or default_limit(), args.producer)
     return LocalPlatform(settings, options, repo_root()).run()
 
 
@@ -187,10 +190,13 @@ class LocalPlatform:
         self._say(f"broker (Tansu, in memory: it keeps every record) on {self.broker.bootstrap_servers}; the "
                   f"demo producer stops when it holds {self.broker_memory.limit / MIB:.0f} MiB")
         env = self._base_env()
-        self.producer = _spawn(
-            [sys.executable, "-m", "streamwarden", "produce", "--rate", f"{self.options.producer_rate:g}"],
-            env, self.logs / "producer.log", cwd=self.settings.home, death_signal=signal.SIGTERM)
-        self._say(f"demo producer at {self.options.producer_rate:g} msg/s (log {self.logs / 'producer.log'})")
+        if self.options.producer:
+            self.producer = _spawn(
+                [sys.executable, "-m", "streamwarden", "produce", "--rate", f"{self.options.producer_rate:g}"],
+                env, self.logs / "producer.log", cwd=self.settings.home, death_signal=signal.SIGTERM)
+            self._say(f"demo producer at {self.options.producer_rate:g} msg/s (log {self.logs / 'producer.log'})")
+        else:
+            self._say("no demo producer (--no-producer): the site topics are written by producers of your own")
 
         port = self.options.api_port or free_port()
         base_url = f"http://{LOOPBACK}:{port}"

@@ -1,0 +1,216 @@
+"""The injectors: one function per fault kind, each doing what the plan says to the platform and returning a record
+of what it did (its target, when it began and ended) or why it could not (the target was not there).
+
+Each runs in a thread of its own (a pause lasts a minute), and two faults never act on one target at once: a fault
+whose target is busy waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psutil
+
+from streamwarden.runfiles.heartbeat import read_heartbeat
+from streamwarden.warden.limits import ProgressLimit, progress_limit
+from streamwarden.warden.settings import load_warden_settings
+
+from .plan import FaultKind, Planned
+from .targets import Platform, TargetMissingError, process_info
+from .traffic import SITES, send_malformed
+
+MAINTENANCE_DAG = "maintain_tables"
+TASK_OF = {FaultKind.KILL_COMPACTION: "compact_and_prove", FaultKind.KILL_VACUUM: "vacuum_and_checkpoint"}
+TASK_WAIT_S = 240.0
+"""Longest wait for a triggered maintenance run to reach the task a kill aims at."""
+FIRST_BATCH_WAIT_S = 300.0
+"""Longest a hang fault waits for the stream's first batch (before it, the warden allows the start-up grace)."""
+
+
+@dataclass
+class Injection:
+    """What one planned fault did."""
+
+    index: int
+    kind: str
+    planned_s: float
+    began_s: float
+    ended_s: float | None = None
+    target: str = ""
+    injected: bool = False
+    why_not: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Clock = Callable[[], float]
+
+
+class Injector:
+    """Runs planned faults against one platform."""
+
+    def __init__(self, platform: Platform, clock: Clock, say: Callable[[str], None]) -> None:
+        self.platform = platform
+        self.clock = clock
+        self.say = say
+        self.locks = {name: threading.Lock() for name in ("stream", "broker", "scheduler", "triggerer",
+                                                           "maintenance")}
+        self.warden = load_warden_settings()
+
+    def run(self, planned: Planned) -> Injection:
+        kind = FaultKind(planned.kind)
+        record = Injection(planned.index, kind.value, planned.at_s, self.clock())
+        action = {
+            FaultKind.KILL_STREAM: self._kill_stream, FaultKind.HANG_STREAM: self._hang_stream,
+            FaultKind.PAUSE_BROKER: self._pause_broker, FaultKind.KILL_COMPACTION: self._kill_task,
+            FaultKind.KILL_VACUUM: self._kill_task, FaultKind.KILL_SCHEDULER: self._kill_component,
+            FaultKind.KILL_TRIGGERER: self._kill_component, FaultKind.MALFORMED_BURST: self._malformed,
+        }[kind]
+        try:
+            action(planned, record)
+        except (TargetMissingError, psutil.Error, OSError) as exc:
+            record.why_not = f"{type(exc).__name__}: {exc}"
+        record.ended_s = self.clock()
+        self.say(f"fault {planned.index} {kind.value}: "
+                 f"{'injected on ' + record.target if record.injected else 'not injected: ' + record.why_not}")
+        return record
+
+    # --- the stream --------------------------------------------------------------------------------------
+    def _kill_stream(self, planned: Planned, record: Injection) -> None:
+        with self.locks["stream"]:
+            group = self.platform.stream_group()
+            record.target = f"stream process group {group} (lease holder {self.platform.stream_pid()})"
+            record.began_s = self.clock()
+            os.killpg(group, signal.SIGKILL)
+            record.injected = True
+
+    def _hang_stream(self, planned: Planned, record: Injection) -> None:
+        """SIGSTOP of every process of the stream (a frozen host) for longer than the warden's hang limit of the
+        moment, then SIGCONT. A stream whose first batch is pending has the start-up grace instead of a hang limit:
+        the fault waits for that batch."""
+        with self.locks["stream"]:
+            limit = self._progressing_limit()
+            group = self.platform.stream_group()
+            hold = limit.seconds + float(planned.params.get("extra_s", 30))
+            record.target = f"stream process group {group}"
+            record.detail = {"hold_s": round(hold, 1), "hang_limit": limit.describe()}
+            record.began_s = self.clock()
+            os.killpg(group, signal.SIGSTOP)
+            record.injected = True
+            time.sleep(hold)
+            with contextlib.suppress(ProcessLookupError):  # the warden killed it meanwhile
+                os.killpg(group, signal.SIGCONT)
+
+    def _progressing_limit(self) -> ProgressLimit:
+        """The hang limit of the lease holder once it has committed a batch (waits for it, up to FIRST_BATCH_WAIT_S)."""
+        deadline = time.monotonic() + FIRST_BATCH_WAIT_S
+        while time.monotonic() < deadline:
+            pid = self.platform.stream_pid() if self._stream_alive() else None
+            heartbeat = read_heartbeat(self.platform.settings.run_paths.heartbeat)
+            if pid is not None and heartbeat is not None and heartbeat.pid == pid and heartbeat.batch_id is not None:
+                return progress_limit(heartbeat, self.platform.settings.trigger_interval, self.warden)
+            time.sleep(1)
+        raise TargetMissingError(f"no stream committed a batch within {FIRST_BATCH_WAIT_S:.0f} s")
+
+    def _stream_alive(self) -> bool:
+        try:
+            self.platform.stream_pid()
+        except TargetMissingError:
+            return False
+        return True
+
+    # --- the broker -------------------------------------------------------------------------------------
+    def _pause_broker(self, planned: Planned, record: Injection) -> None:
+        with self.locks["broker"]:
+            broker = self.platform.one("broker")
+            pause = float(planned.params.get("pause_s", 60))
+            record.target = f"broker pid {broker.pid}"
+            record.detail = {"pause_s": pause}
+            record.began_s = self.clock()
+            broker.suspend()
+            record.injected = True
+            try:
+                time.sleep(pause)
+            finally:
+                broker.resume()
+
+    # --- Airflow's components ------------------------------------------------------------------------------
+    def _kill_component(self, planned: Planned, record: Injection) -> None:
+        component = "scheduler" if planned.kind == FaultKind.KILL_SCHEDULER else "triggerer"
+        with self.locks[component]:
+            process = self.platform.one(f"airflow-{component}")
+            info = process_info(process, component)
+            record.target = f"airflow {component} pid {process.pid}"
+            record.began_s = self.clock()
+            process.kill()
+            record.injected = True
+            process.wait(30)
+            down = float(planned.params.get("down_s", 10))
+            time.sleep(down)
+            again = self.platform.restart_like(info, component)
+            record.detail = {"down_s": down, "restarted_pid": again.pid}
+
+    def _kill_task(self, planned: Planned, record: Injection) -> None:
+        """Trigger maintain_tables and kill -9 its task while it runs the step the plan aims at.
+
+        The task instance's id is read from the API as soon as the run has it (queued); its process is then looked
+        for locally every 0.1 s (the API answers in seconds on a busy machine, a task with little to do runs for
+        about as long)."""
+        task_id = TASK_OF[FaultKind(planned.kind)]
+        with self.locks["maintenance"]:
+            run_id = self.platform.trigger(MAINTENANCE_DAG, {}, f"soak fault {planned.index}: kill -9 of {task_id}")
+            record.detail = {"dag_run": run_id, "task_id": task_id}
+            deadline = time.monotonic() + TASK_WAIT_S
+            ti_id: str | None = None
+            next_api_look = 0.0
+            while time.monotonic() < deadline:
+                if time.monotonic() >= next_api_look:
+                    next_api_look = time.monotonic() + 2
+                    ti = {t["task_id"]: t for t in self.platform.task_instances(MAINTENANCE_DAG, run_id)}.get(task_id)
+                    if ti is not None and ti.get("state") in ("success", "failed", "skipped", "upstream_failed"):
+                        raise TargetMissingError(f"{task_id} of {run_id} ended ({ti.get('state')}) before its "
+                                                 "process was seen")
+                    ti_id = str(ti["id"]) if ti is not None else None
+                process = self.platform.task_process(ti_id) if ti_id is not None else None
+                if process is not None and self._kill_tree(process, float(planned.params.get("delay_s", 0))):
+                    record.target = f"{MAINTENANCE_DAG} {run_id} {task_id} pid {process.pid}"
+                    record.began_s = self.clock()
+                    record.injected = True
+                    return
+                time.sleep(0.1)
+            raise TargetMissingError(f"{task_id} of {run_id} did not run within {TASK_WAIT_S:.0f} s")
+
+    @staticmethod
+    def _kill_tree(process: psutil.Process, delay_s: float) -> bool:
+        """kill -9 of a task's process and its children after ``delay_s``; False when it ended first."""
+        time.sleep(delay_s)
+        try:
+            members = [*process.children(recursive=True), process]
+            process.kill()
+        except psutil.NoSuchProcess:
+            return False
+        for member in members:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.kill()
+        return True
+
+    # --- input ------------------------------------------------------------------------------------------
+    def _malformed(self, planned: Planned, record: Injection) -> None:
+        topic = f"sites-{int(planned.params.get('site', 0)) % SITES}"
+        records = int(planned.params.get("records", 10))
+        record.target = topic
+        record.began_s = self.clock()
+        sent = send_malformed(self.platform.settings, topic, records, f"f{planned.index}")
+        record.detail = {"records": records, "landed": sent.offsets, "errors": sent.errors}
+        record.injected = bool(sent.offsets)
+        if not sent.offsets:
+            record.why_not = f"no record landed: {sent.errors[:3]}"
