@@ -49,12 +49,15 @@ if TYPE_CHECKING:
 AIRFLOW_SIDE = ("dags", "ui", "local", "warden")
 """Drill areas of the second drill unit: an Airflow server, ``dag.test()`` with approvals, ``up``, the long run (the
 first: the stream's job processes, maintenance and recovery beside it)."""
-BESIDE_EITHER = ("tests/drills/logs/", "tests/drills/test_bench_floor.py", "tests/drills/test_bench_smoke.py",
+SOAK = "tests/drills/soak/"
+"""The short soak: the longest single file (a whole platform for eight minutes), first on the third worker."""
+BESIDE_EITHER = (SOAK, "tests/drills/logs/", "tests/drills/test_bench_floor.py", "tests/drills/test_bench_smoke.py",
                  "tests/drills/stream/test_stream_failures.py", "tests/drills/dags/test_recover_stream_dag.py",
                  "tests/drills/upgrade/test_upgrade_drills.py")
 """Drill files that judge outcomes, not timings (a failure class, a log bound, the bench's own floors, a recovery
-and an upgrade through ``dag.test()``): each a unit of its own, run on the third worker beside whichever drills the
-other two run, so that the two drill units, the run's longest path, end about when the third worker does."""
+and an upgrade through ``dag.test()``, the soak's verdict): each a unit of its own, run on the third worker beside
+whichever drills the other two run, so that the two drill units, the run's longest path, end about when the third
+worker does."""
 
 
 def _drill_units() -> dict[str, str]:
@@ -72,11 +75,16 @@ def _drill_units() -> dict[str, str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The drill units first, so that two of the workers each start one (the longest work) and the third takes the
-    other files, the two joining in as their units end."""
+    """The drill units first, so that two of the workers each start one (the longest work), then the soak, which the
+    third takes before the other files; the first two join in as their units end."""
     units = _drill_units()
-    rank = {"drills-stream": 0, "drills-airflow": 1}
-    items.sort(key=lambda item: rank.get(units.get(item.nodeid.split("::", 1)[0], ""), 2))
+    rank = {"drills-stream": 0, "drills-airflow": 1, SOAK: 2}
+
+    def order(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return rank.get(SOAK if path.startswith(SOAK) else units.get(path, ""), 3)
+
+    items.sort(key=order)
 
 
 def pytest_configure(config: pytest.Config) -> None:

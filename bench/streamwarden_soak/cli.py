@@ -24,17 +24,20 @@ from streamwarden_longrun.runner import LongRun, LongRunOptions
 
 from streamwarden.atomic import write_json_atomic
 from streamwarden.local.broker import free_port
+from streamwarden.settings import load_settings
 from streamwarden.tables.location import SESSION_ROWS
 
 from .chaos import Chaos, SoakPlan
 from .chart import chart
+from .operator_faults import install_releases
 from .outcomes import read_soak
 from .plan import FaultKind, fault_plan, workload_plan
 from .report import markdown
 from .traffic import SITES, TrafficShape
 from .verdict import summarize_soak
 
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "soak"
+BENCH = Path(__file__).resolve().parents[1]
+RESULTS = BENCH / "results" / "soak"
 SOAK_SETTINGS = {
     # every DAG beside the stream on a short schedule, so an hour holds many of their runs
     "STREAMWARDEN_MAINTENANCE_SCHEDULE": "*/5 * * * *",
@@ -130,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     results.mkdir(parents=True, exist_ok=True)
     settings = {**SOAK_SETTINGS, **given}
     os.environ.update(settings)  # the soak reads the same settings as the platform (the warden's hang limit)
+    # the failing release's handler is imported by the stream, which runs in the platform's home
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(BENCH), *filter(None, [os.environ.get("PYTHONPATH")])])
+    install_releases(load_settings(home=home).home_paths.releases)
     expected = args.faults_per_hour * (args.minutes - args.warmup_minutes - args.settle_minutes) / 60
     min_faults = args.min_faults if args.min_faults is not None else int(expected * 5 / 6)
     options = {"minutes": args.minutes, "seed": args.seed, "faults_per_hour": args.faults_per_hour,

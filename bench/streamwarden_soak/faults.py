@@ -22,6 +22,7 @@ from streamwarden.runfiles.heartbeat import read_heartbeat
 from streamwarden.warden.limits import ProgressLimit, progress_limit
 from streamwarden.warden.settings import load_warden_settings
 
+from .operator_faults import as_expected, recover, upgrade
 from .plan import FaultKind, Planned
 from .targets import Platform, TargetMissingError, process_info
 from .traffic import SITES, send_malformed
@@ -74,6 +75,8 @@ class Injector:
             FaultKind.PAUSE_BROKER: self._pause_broker, FaultKind.KILL_COMPACTION: self._kill_task,
             FaultKind.KILL_VACUUM: self._kill_task, FaultKind.KILL_SCHEDULER: self._kill_component,
             FaultKind.KILL_TRIGGERER: self._kill_component, FaultKind.MALFORMED_BURST: self._malformed,
+            FaultKind.RECOVER_STREAM: self._operator, FaultKind.UPGRADE_RELEASE: self._operator,
+            FaultKind.UPGRADE_FAILING: self._operator,
         }[kind]
         try:
             action(planned, record)
@@ -202,6 +205,26 @@ class Injector:
             with contextlib.suppress(psutil.NoSuchProcess):
                 member.kill()
         return True
+
+    # --- an operator's runs ---------------------------------------------------------------------------------
+    def _operator(self, planned: Planned, record: Injection) -> None:
+        """A recovery or an upgrade, with the stream to itself: a kill or hang of the stream waits for its end (the
+        run is judged by how it ended, which a fault of the stream in its middle would decide instead)."""
+        kind = FaultKind(planned.kind)
+        with self.locks["stream"]:
+            record.began_s = self.clock()
+            record.target = kind.value
+            record.injected = True
+            if kind == FaultKind.RECOVER_STREAM:
+                try:
+                    record.detail = recover(self.platform, planned.index)
+                except TargetMissingError:
+                    record.injected = False
+                    raise
+            else:
+                record.detail = upgrade(self.platform, planned.index, failing=kind == FaultKind.UPGRADE_FAILING)
+            record.target = f"{record.detail.get('dag_run')} ({record.detail.get('state')})"
+            record.detail["as_expected"] = as_expected(record.detail)
 
     # --- input ------------------------------------------------------------------------------------------
     def _malformed(self, planned: Planned, record: Injection) -> None:

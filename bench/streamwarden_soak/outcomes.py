@@ -17,7 +17,7 @@ from typing import Any
 
 from streamwarden_longrun.records import EventType, RunLog
 
-from .plan import FaultKind, WorkloadKind
+from .plan import OPERATOR_KINDS, FaultKind, WorkloadKind
 
 DETECTION_LIMIT_S = 900.0
 """A fault the platform has not acted on this long after it began is a missed detection."""
@@ -146,6 +146,11 @@ def _fault_outcome(fault: dict[str, Any], timeline: _Timeline) -> FaultOutcome:
         if failed is not None:
             outcome.detected_s = round(max(0.0, failed - began), 1)
             outcome.how = f"{task_id} failed in Airflow"
+    elif kind in OPERATOR_KINDS:
+        verdict = "as it should" if detail.get("as_expected") else "NOT as it should"
+        outcome.how = f"{detail.get('dag_run')} ended {detail.get('state')}, {verdict} ({detail.get('expected')})"
+        if detail.get("as_expected") and fault.get("ended_s") is not None:
+            outcome.healed_s = round(fault["ended_s"] - began, 1)
     elif kind in (FaultKind.KILL_SCHEDULER, FaultKind.KILL_TRIGGERER) and fault.get("ended_s") is not None:
         outcome.healed_s = round(fault["ended_s"] - began, 1)
         outcome.how = "started again by the soak (as a process supervisor would)"
@@ -171,6 +176,8 @@ EXPLANATIONS: tuple[Explanation, ...] = (
     Explanation((FaultKind.PAUSE_BROKER,), (), ("broker", "ENVIRONMENT", "no answer", "lag", "UNKNOWN"), 600),
     Explanation((FaultKind.KILL_COMPACTION, FaultKind.KILL_VACUUM), ("maintain_tables",), (), 900),
     Explanation((FaultKind.KILL_SCHEDULER, FaultKind.KILL_TRIGGERER), (), (), 600),
+    Explanation((FaultKind.RECOVER_STREAM,), ("recover_stream",), (), 600),
+    Explanation((FaultKind.UPGRADE_RELEASE, FaultKind.UPGRADE_FAILING), ("upgrade_stream",), (), 600),
     Explanation((WorkloadKind.RESTART_SESSIONS,), ("restart_sessions",), ("sites-4", "sites-5"), 3600),
 )
 
@@ -199,6 +206,8 @@ def behaviour(log: RunLog, soak: dict[str, list[dict[str, Any]]], alerts_path: P
     missed = [f"fault {o.index} {o.kind} at {o.began_s / 60:.1f} min: not acted on within {DETECTION_LIMIT_S:.0f} s"
               for o in outcomes if o.injected and FaultKind(o.kind) in NEEDS_DETECTION
               and (o.detected_s is None or o.detected_s > DETECTION_LIMIT_S)]
+    missed += [f"fault {o.index} {o.kind} at {o.began_s / 60:.1f} min: {o.how}" for o in outcomes
+               if o.injected and FaultKind(o.kind) in OPERATOR_KINDS and o.healed_s is None]
     alerts: list[AlertOutcome] = []
     if alerts_path.is_file():
         for line in alerts_path.read_text().splitlines():

@@ -24,6 +24,13 @@ class FaultKind(StrEnum):
     KILL_SCHEDULER = "kill_scheduler"  # kill -9 of Airflow's scheduler, started again after a pause
     KILL_TRIGGERER = "kill_triggerer"  # kill -9 of Airflow's triggerer (the warden's watch), started again
     MALFORMED_BURST = "malformed_burst"  # undecodable records into one site topic
+    RECOVER_STREAM = "recover_stream"  # a recover_stream run to the last validated version, approved over REST
+    UPGRADE_RELEASE = "upgrade_release"  # an upgrade_stream run to a release that works
+    UPGRADE_FAILING = "upgrade_failing"  # an upgrade_stream run to a release whose batches fail: rolled back
+
+
+OPERATOR_KINDS = (FaultKind.RECOVER_STREAM, FaultKind.UPGRADE_RELEASE, FaultKind.UPGRADE_FAILING)
+"""Rare by weight, but each in every plan whose window and kinds allow: a drawn fault is turned into any missing."""
 
 
 class WorkloadKind(StrEnum):
@@ -34,7 +41,8 @@ class WorkloadKind(StrEnum):
 WEIGHTS: dict[FaultKind, float] = {
     FaultKind.KILL_STREAM: 3, FaultKind.HANG_STREAM: 1.5, FaultKind.PAUSE_BROKER: 1.5,
     FaultKind.KILL_COMPACTION: 1.5, FaultKind.KILL_VACUUM: 1.5, FaultKind.KILL_SCHEDULER: 1,
-    FaultKind.KILL_TRIGGERER: 1, FaultKind.MALFORMED_BURST: 2,
+    FaultKind.KILL_TRIGGERER: 1, FaultKind.MALFORMED_BURST: 2, FaultKind.RECOVER_STREAM: 0.2,
+    FaultKind.UPGRADE_RELEASE: 0.2, FaultKind.UPGRADE_FAILING: 0.2,
 }
 """Relative frequency of each kind (the stream's own deaths most often: they are what the warden is for)."""
 
@@ -83,6 +91,10 @@ def fault_plan(seed: int, start_s: float, end_s: float, per_hour: float,
             break
         kind = rng.choices(kinds, weights)[0]
         planned.append(Planned(len(planned), round(at, 1), kind.value, _params(kind, rng)))
+    missing = [kind for kind in OPERATOR_KINDS if kind in kinds and all(p.kind != kind for p in planned)]
+    others = [p.index for p in planned if FaultKind(p.kind) not in OPERATOR_KINDS]
+    for kind, index in zip(missing, rng.sample(others, min(len(missing), len(others))), strict=False):
+        planned[index] = Planned(index, planned[index].at_s, kind.value, _params(kind, rng))
     return planned
 
 
@@ -92,6 +104,8 @@ def workload_plan(seed: int, start_s: float, end_s: float, bursts_per_hour: floa
     rng = random.Random(f"workload:{seed}")
     events: list[tuple[float, WorkloadKind, dict[str, Any]]] = []
     for kind, per_hour in ((WorkloadKind.BURST, bursts_per_hour), (WorkloadKind.RESTART_SESSIONS, restarts_per_hour)):
+        if per_hour <= 0:
+            continue
         spacing = 3600 / per_hour
         at = start_s + rng.uniform(0, spacing)
         while at < end_s:

@@ -14,7 +14,7 @@ from streamwarden_longrun.records import RunLog
 from .bounds import Halves, bounded
 from .judge import DataVerdict, judge_data
 from .outcomes import Behaviour, behaviour, read_soak
-from .plan import FaultKind
+from .plan import OPERATOR_KINDS, FaultKind
 
 BOUND_HOURS = 24.0
 """Disk and memory must last at least this long at the rates measured."""
@@ -48,7 +48,7 @@ class SoakSummary:
 
 def _unexplained_deaths(platform: Summary, faults: list[dict[str, Any]]) -> list[str]:
     killing = [(f["began_s"], f.get("ended_s") or f["began_s"]) for f in faults if f["injected"]
-               and f["kind"] in (FaultKind.KILL_STREAM, FaultKind.HANG_STREAM)]
+               and f["kind"] in (FaultKind.KILL_STREAM, FaultKind.HANG_STREAM, *OPERATOR_KINDS)]
     return [f"pid {d.pid} at {d.at_s / 60:.1f} min ({d.failure_class or 'no failure document'}: "
             f"{(d.message or '')[:200]})" for d in platform.stream.deaths
             if not any(began - 2 <= d.at_s <= ended + DEATH_GRACE_S for began, ended in killing)]

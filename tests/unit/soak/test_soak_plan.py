@@ -31,3 +31,9 @@ def test_only_the_kinds_asked_are_drawn_and_the_workload_does_not_move_with_the_
     workload = workload_plan(3, 0, 3600)
     assert not any(p.is_fault for p in workload)
     assert {p.kind for p in workload} == {"burst", "restart_sessions"}
+
+
+def test_a_rate_of_zero_plans_none_of_that_kind() -> None:
+    assert fault_plan(3, 0, 3600, 0) == []
+    assert {p.kind for p in workload_plan(3, 0, 3600, bursts_per_hour=0)} == {"restart_sessions"}
+    assert workload_plan(3, 0, 3600, bursts_per_hour=0, restarts_per_hour=0) == []
