@@ -15,7 +15,8 @@ a person to approve the plan, then acts, and proves the result with validate_out
    log start and end, records replayed and **lost for good** (no longer in Kafka), sessions that cannot be
    rebuilt, and the replay time at the stream's measured rate. Logged as tables, pushed to XCom, written to
    `<run_root>/recoveries/<id>/plan.json`. Versions that do not exist, offsets past the log end or on
-   unknown partitions, a pending compaction journal: refused here.
+   unknown partitions: refused here. A compaction a killed maintenance run left unproven is proven first (or
+   reverted), as the next maintain_tables run would; one still running fails the step (ENVIRONMENT): run again.
 3. **stop_if_dry_run**: a dry run ends here (report_and_alert still reports).
 4. **approve**: Airflow's approval request (Required actions in the UI, or the REST API's `hitlDetails`)
    showing the plan. **Reject**, or no answer within 6 hours, changes nothing. The answer is recorded (its

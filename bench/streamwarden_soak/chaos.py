@@ -109,6 +109,8 @@ class Chaos:
 
     def before_stop(self, look: Callable[[], None], say: Callable[[str], None]) -> None:
         say(f"settling: {sum(t.is_alive() for t in self.threads)} fault(s) still acting, then the producers stop")
+        if self.injector is not None:
+            self.injector.stopping.set()
         for thread in self.threads:
             while thread.is_alive():
                 look()
@@ -137,8 +139,8 @@ class Chaos:
         if env is None:
             return
         self._producer_env = env
-        assert self.settings is not None
-        self.gauges = Gauges(self.platform, self._broker_settings(), lambda doc: self.log.write("gauge", doc),
+        self.platform.settings = self._broker_settings()  # the malformed bursts go to `up`'s broker too
+        self.gauges = Gauges(self.platform, self.platform.settings, lambda doc: self.log.write("gauge", doc),
                              self.elapsed)
         self.gauges.start()
         shape = self.plan.shape

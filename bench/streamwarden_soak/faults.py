@@ -12,7 +12,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,6 +67,21 @@ class Injector:
         self.locks = {name: threading.Lock() for name in ("stream", "broker", "scheduler", "triggerer",
                                                            "maintenance")}
         self.warden = load_warden_settings()
+        self.stopping = threading.Event()  # set before the stop: every wait ends, every paused process resumes
+
+    @contextmanager
+    def _holding(self, target: str) -> Iterator[None]:
+        """The target to this fault alone, once the fault before on it is done; none once the soak is stopping."""
+        lock = self.locks[target]
+        while not lock.acquire(timeout=1):
+            if self.stopping.is_set():
+                raise TargetMissingError("the soak was stopping")
+        try:
+            if self.stopping.is_set():
+                raise TargetMissingError("the soak was stopping")
+            yield
+        finally:
+            lock.release()
 
     def run(self, planned: Planned) -> Injection:
         kind = FaultKind(planned.kind)
@@ -89,7 +105,7 @@ class Injector:
 
     # --- the stream --------------------------------------------------------------------------------------
     def _kill_stream(self, planned: Planned, record: Injection) -> None:
-        with self.locks["stream"]:
+        with self._holding("stream"):
             group = self.platform.stream_group()
             record.target = f"stream process group {group} (lease holder {self.platform.stream_pid()})"
             record.began_s = self.clock()
@@ -100,7 +116,7 @@ class Injector:
         """SIGSTOP of every process of the stream (a frozen host) for longer than the warden's hang limit of the
         moment, then SIGCONT. A stream whose first batch is pending has the start-up grace instead of a hang limit:
         the fault waits for that batch."""
-        with self.locks["stream"]:
+        with self._holding("stream"):
             limit = self._progressing_limit()
             group = self.platform.stream_group()
             hold = limit.seconds + float(planned.params.get("extra_s", 30))
@@ -109,14 +125,14 @@ class Injector:
             record.began_s = self.clock()
             os.killpg(group, signal.SIGSTOP)
             record.injected = True
-            time.sleep(hold)
+            self.stopping.wait(hold)
             with contextlib.suppress(ProcessLookupError):  # the warden killed it meanwhile
                 os.killpg(group, signal.SIGCONT)
 
     def _progressing_limit(self) -> ProgressLimit:
         """The hang limit of the lease holder once it has committed a batch (waits for it, up to FIRST_BATCH_WAIT_S)."""
         deadline = time.monotonic() + FIRST_BATCH_WAIT_S
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.stopping.is_set():
             pid = self.platform.stream_pid() if self._stream_alive() else None
             heartbeat = read_heartbeat(self.platform.settings.run_paths.heartbeat)
             if pid is not None and heartbeat is not None and heartbeat.pid == pid and heartbeat.batch_id is not None:
@@ -133,7 +149,7 @@ class Injector:
 
     # --- the broker -------------------------------------------------------------------------------------
     def _pause_broker(self, planned: Planned, record: Injection) -> None:
-        with self.locks["broker"]:
+        with self._holding("broker"):
             broker = self.platform.one("broker")
             pause = float(planned.params.get("pause_s", 60))
             record.target = f"broker pid {broker.pid}"
@@ -142,25 +158,31 @@ class Injector:
             broker.suspend()
             record.injected = True
             try:
-                time.sleep(pause)
+                self.stopping.wait(pause)
             finally:
                 broker.resume()
 
     # --- Airflow's components ------------------------------------------------------------------------------
     def _kill_component(self, planned: Planned, record: Injection) -> None:
         component = "scheduler" if planned.kind == FaultKind.KILL_SCHEDULER else "triggerer"
-        with self.locks[component]:
+        with self._holding(component):
             process = self.platform.one(f"airflow-{component}")
             info = process_info(process, component)
+            children = process.children(recursive=True)
             record.target = f"airflow {component} pid {process.pid}"
             record.began_s = self.clock()
             process.kill()
             record.injected = True
-            process.wait(30)
+            _wait_dead(process)
+            # what a process supervisor does before it starts the component again (systemd's control group):
+            # the dead component's children (the LocalExecutor's workers, log servers) go too
+            for child in children:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
             down = float(planned.params.get("down_s", 10))
-            time.sleep(down)
+            self.stopping.wait(down)
             again = self.platform.restart_like(info, component)
-            record.detail = {"down_s": down, "restarted_pid": again.pid}
+            record.detail = {"down_s": down, "restarted_pid": again.pid, "children_killed": len(children)}
 
     def _kill_task(self, planned: Planned, record: Injection) -> None:
         """Trigger maintain_tables and kill -9 its task while it runs the step the plan aims at.
@@ -169,13 +191,13 @@ class Injector:
         for locally every 0.1 s (the API answers in seconds on a busy machine, a task with little to do runs for
         about as long)."""
         task_id = TASK_OF[FaultKind(planned.kind)]
-        with self.locks["maintenance"]:
+        with self._holding("maintenance"):
             run_id = self.platform.trigger(MAINTENANCE_DAG, {}, f"soak fault {planned.index}: kill -9 of {task_id}")
             record.detail = {"dag_run": run_id, "task_id": task_id}
             deadline = time.monotonic() + TASK_WAIT_S
             ti_id: str | None = None
             next_api_look = 0.0
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self.stopping.is_set():
                 if time.monotonic() >= next_api_look:
                     next_api_look = time.monotonic() + 2
                     ti = {t["task_id"]: t for t in self.platform.task_instances(MAINTENANCE_DAG, run_id)}.get(task_id)
@@ -211,18 +233,19 @@ class Injector:
         """A recovery or an upgrade, with the stream to itself: a kill or hang of the stream waits for its end (the
         run is judged by how it ended, which a fault of the stream in its middle would decide instead)."""
         kind = FaultKind(planned.kind)
-        with self.locks["stream"]:
+        with self._holding("stream"):
             record.began_s = self.clock()
             record.target = kind.value
             record.injected = True
             if kind == FaultKind.RECOVER_STREAM:
                 try:
-                    record.detail = recover(self.platform, planned.index)
+                    record.detail = recover(self.platform, planned.index, self.stopping)
                 except TargetMissingError:
                     record.injected = False
                     raise
             else:
-                record.detail = upgrade(self.platform, planned.index, failing=kind == FaultKind.UPGRADE_FAILING)
+                record.detail = upgrade(self.platform, planned.index, self.stopping,
+                                        failing=kind == FaultKind.UPGRADE_FAILING)
             record.target = f"{record.detail.get('dag_run')} ({record.detail.get('state')})"
             record.detail["as_expected"] = as_expected(record.detail)
 
@@ -237,3 +260,16 @@ class Injector:
         record.injected = bool(sent.offsets)
         if not sent.offsets:
             record.why_not = f"no record landed: {sent.errors[:3]}"
+
+
+def _wait_dead(process: psutil.Process, timeout: float = 30) -> None:
+    """Until ``process`` is gone or a zombie (its parent, not us, reaps it: `airflow standalone` reaps a component
+    only once its output pipe closes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.2)

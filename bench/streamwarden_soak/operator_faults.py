@@ -7,6 +7,7 @@ The releases are files the soak installs in the platform's home before `up` star
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,19 +38,20 @@ def install_releases(releases: Path) -> None:
         (releases / f"{name}.yaml").write_text(text)
 
 
-def _wait_for_end(platform: Platform, dag_id: str, run_id: str) -> tuple[str | None, dict[str, str | None]]:
+def _wait_for_end(platform: Platform, dag_id: str, run_id: str,
+                  stopping: threading.Event) -> tuple[str | None, dict[str, str | None]]:
+    """The run's state once it ended (or as it is at the timeout, or when the soak stops) and its tasks' states."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     state = None
     while time.monotonic() < deadline:
         state = platform.run_state(dag_id, run_id)
-        if state in ("success", "failed"):
+        if state in ("success", "failed") or stopping.wait(5):
             break
-        time.sleep(5)
     tasks = {str(ti["task_id"]): ti.get("state") for ti in platform.task_instances(dag_id, run_id)}
     return state, tasks
 
 
-def recover(platform: Platform, index: int) -> dict[str, Any]:
+def recover(platform: Platform, index: int, stopping: threading.Event) -> dict[str, Any]:
     """Trigger a recovery to the last validated version, approve it over REST, wait for the run's end."""
     status, document = platform.call("GET", f"/api/v2/dags/{VALIDATION_DAG}/dagRuns?state=success&limit=1")
     if status != 200 or not isinstance(document, dict) or not document.get("dag_runs"):
@@ -61,11 +63,11 @@ def recover(platform: Platform, index: int) -> dict[str, Any]:
                                     timeout=900).subject
     except AssertionError as exc:  # the run ended before it asked, or nothing asked: its end says why
         answered = f"not answered: {exc}"
-    state, tasks = _wait_for_end(platform, RECOVER_DAG, run_id)
+    state, tasks = _wait_for_end(platform, RECOVER_DAG, run_id, stopping)
     return {"dag_run": run_id, "state": state, "tasks": tasks, "approval": answered, "expected": "success"}
 
 
-def upgrade(platform: Platform, index: int, failing: bool) -> dict[str, Any]:
+def upgrade(platform: Platform, index: int, stopping: threading.Event, *, failing: bool) -> dict[str, Any]:
     """An upgrade to the failing release (expected: its watch fails, the rollback succeeds, the previous release
     is in force again) or to whichever working release is not in force (expected: success)."""
     active = read_active(platform.settings)
@@ -73,7 +75,7 @@ def upgrade(platform: Platform, index: int, failing: bool) -> dict[str, Any]:
     release = FAILING if failing else (GOOD[1] if before == GOOD[0] else GOOD[0])
     run_id = platform.trigger(UPGRADE_DAG, {"release": release, "health_minutes": HEALTH_MINUTES, "dry_run": False,
                                             "reason": f"soak fault {index}"}, f"soak fault {index}")
-    state, tasks = _wait_for_end(platform, UPGRADE_DAG, run_id)
+    state, tasks = _wait_for_end(platform, UPGRADE_DAG, run_id, stopping)
     after = read_active(platform.settings)
     return {"dag_run": run_id, "release": release, "state": state, "tasks": tasks, "active_before": before,
             "active_after": None if after is None else after.release.name,

@@ -44,6 +44,7 @@ from streamwarden.failures import (
     MalformedDataError,
     StreamwardenError,
 )
+from streamwarden.maintenance.compaction import finish_pending
 from streamwarden.maintenance.steps import maintenance_folder
 from streamwarden.recovery.plan import RecoveryPlan, make_plan
 from streamwarden.recovery.request import RecoveryRequest, Target
@@ -68,12 +69,19 @@ def recovery_id(run_key: str, now: datetime) -> str:
     return f"{now.astimezone(UTC):%Y%m%dT%H%M%S}-{hashlib.sha256(run_key.encode()).hexdigest()[:8]}"
 
 
-def _refuse_pending_compaction(settings: Settings) -> None:
-    pending = sorted((maintenance_folder(settings) / "pending").glob("*.json"))
-    if pending:
-        raise ConfigError(f"a compaction left its journal ({', '.join(p.name for p in pending)}): run maintain_tables "
-                          "first (it proves or reverts that compaction), then recover", details={
-                              "pending": [str(p) for p in pending]})
+def _finish_pending_compactions(settings: Settings) -> None:
+    """A maintenance run killed mid-compaction left its journal: prove its commit (or revert it, INTEGRITY) as the next
+    maintain_tables run would, under the table's lock, so the plan reads proven versions. A compaction still running
+    holds the lock: ENVIRONMENT (``TableBusyError``) naming it, to be retried once it is done."""
+    folder = maintenance_folder(settings)
+    for journal in sorted((folder / "pending").glob("*.json")):
+        location = TableLocation.of(settings, journal.stem)
+        with table_lock(folder / "locks", location.name):
+            done = finish_pending(location, folder)
+        if done is not None:
+            log.warning("%s: a maintenance run stopped mid-compaction of %s; %s before planning", location.name,
+                        done.partition, "its commit is proven" if done.version is not None else
+                        "it had committed nothing (its journal is removed)")
 
 
 def plan(settings: Settings, request: RecoveryRequest, *, run_key: str, now: datetime | None = None
@@ -82,7 +90,7 @@ def plan(settings: Settings, request: RecoveryRequest, *, run_key: str, now: dat
     if settings.source_impl != "python":
         raise ConfigError("recover_stream needs STREAMWARDEN_SOURCE_IMPL=python: the JVM Kafka source does not "
                           "start a new checkpoint from the recovery's offsets")
-    _refuse_pending_compaction(settings)
+    _finish_pending_compactions(settings)
     moment = now or datetime.now(UTC)
     made = make_plan(settings, request, recovery_id=recovery_id(run_key, moment), now=moment)
     folder = settings.run_paths.recovery(made.recovery_id)

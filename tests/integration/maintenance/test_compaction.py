@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fixtures.small_tables import replace_keeping_size, rows, settings_for, small_files_table
+from fixtures.small_tables import replace_keeping_size, rows, run_maintenance, settings_for, small_files_table
 from streamwarden.failures import IntegrityError
 from streamwarden.maintenance import steps
 from streamwarden.maintenance.compaction import Journal, new_run_id
 from streamwarden.maintenance.proof import prove
 from streamwarden.maintenance.request import MaintenanceRequest
-from streamwarden.settings import Settings
 from streamwarden.tables.location import TableLocation
 
 
@@ -185,21 +182,6 @@ def test_a_rewrite_that_changes_rows_is_caught_by_the_figures(tmp_path: Path) ->
     before, after = difference.split(": before ")[1].split(", after ")
     assert before.rsplit(", hash ", 1)[0] == after.rsplit(", hash ", 1)[0]
     assert before.rsplit(", hash ", 1)[1] != after.rsplit(", hash ", 1)[1]
-
-
-def run_maintenance(settings: Settings, kill_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    """One compaction run of every table in a child process (optionally killed at a chaos point)."""
-    code = ("from streamwarden.maintenance import steps; from streamwarden.settings import load_settings;"
-            "from streamwarden.maintenance.compaction import new_run_id;"
-            "from streamwarden.maintenance.request import MaintenanceRequest as R;"
-            "s = load_settings(); r = R(('session_rows',), 2**20, 3 * 2**18, 5, False);"
-            "steps.compact(s, r, steps.plan(s, r), new_run_id())")
-    env = {**os.environ, "STREAMWARDEN_HOME": str(settings.home),
-           "STREAMWARDEN_OUTPUT_ROOT": str(settings.root("output"))}
-    if kill_at:
-        env["STREAMWARDEN_CHAOS_KILL_AT"] = kill_at
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
 
 
 def test_kill_after_the_commit_leaves_a_journal_and_the_next_run_proves_it(tmp_path: Path) -> None:

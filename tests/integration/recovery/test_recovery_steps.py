@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 
 from fixtures import TESTS
+from fixtures.small_tables import run_maintenance
 from fixtures.stream_output import commit_batch, settings_for
 from fixtures.stream_process import produce_raw
 from streamwarden.atomic import write_json_atomic
 from streamwarden.failures import EXIT_CODES, FailureClass, FailureDocument, IntegrityError
 from streamwarden.local.broker import LocalBroker
+from streamwarden.maintenance.compaction import Journal
+from streamwarden.maintenance.steps import maintenance_folder
 from streamwarden.recovery import steps
 from streamwarden.recovery.plan import RecoveryPlan
 from streamwarden.recovery.request import request_from_params
@@ -33,6 +36,7 @@ from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings
 from streamwarden.tables.committed import Runs
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.lock import TableBusyError, table_lock
 from streamwarden.validation.report import LAST_VALIDATED, last_validated
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -181,3 +185,38 @@ def test_the_wait_for_the_replay_fails_at_once_when_the_stream_stopped_with_a_fa
     with pytest.raises(IntegrityError, match="stopped during the replay: update before its snapshot") as raised:
         steps.caught_up(settings, executed)
     assert (raised.value.topic, raised.value.partition, raised.value.offset) == (topic, 0, 7)
+
+
+def test_a_compaction_a_killed_maintenance_run_left_unproven_is_proven_before_the_plan(
+        case: tuple[str, dict[int, int], Callable[[Path], Settings]], tmp_path: Path) -> None:
+    *_, tables = case
+    settings = tables(tmp_path)
+    location = TableLocation.of(settings, SESSION_ROWS)
+    rows_before = location.open().to_pyarrow_table(columns=["topic"]).num_rows
+    killed = run_maintenance(settings, kill_at="after_compaction_commit")
+    assert killed.returncode == -9, killed.stderr
+    journal = Journal.path(maintenance_folder(settings), SESSION_ROWS)
+    assert journal.exists()
+    compacted = location.open().version()
+
+    plan = _plan(settings)  # refused (CONFIG: "run maintain_tables first") before the recovery proved it itself
+
+    assert not journal.exists()
+    assert location.open().version() == compacted  # proven, not reverted: no commit after it
+    assert location.open().to_pyarrow_table(columns=["topic"]).num_rows == rows_before
+    assert {t.table: t.newest for t in plan.tables}[SESSION_ROWS] == compacted
+
+
+def test_a_compaction_still_running_fails_the_plan_naming_it(
+        case: tuple[str, dict[int, int], Callable[[Path], Settings]], tmp_path: Path) -> None:
+    *_, tables = case
+    settings = tables(tmp_path)
+    folder = maintenance_folder(settings)
+    journal = Journal(SESSION_ROWS, "source_topic=x", TableLocation.of(settings, SESSION_ROWS).open().version(),
+                      "run1", NOW.isoformat())
+    write_json_atomic(Journal.path(folder, SESSION_ROWS), journal.__dict__)
+    with table_lock(folder / "locks", SESSION_ROWS), pytest.raises(TableBusyError, match="another maintenance run"):
+        _plan(settings)
+    assert Journal.path(folder, SESSION_ROWS).exists()  # the running compaction's journal is its own
+    _plan(settings)  # once it is done: the journal's partition had no commit, so it is dropped, and the plan made
+    assert not Journal.path(folder, SESSION_ROWS).exists()
