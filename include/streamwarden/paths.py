@@ -33,6 +33,11 @@ class RunPaths:
         return self.root / "last_failure.json"
 
     @property
+    def previous_failure(self) -> Path:
+        """The failure document a new stream process found when it took the lease, moved aside."""
+        return self.root / "previous_failure.json"
+
+    @property
     def hold(self) -> Path:
         """The hold a recovery or an upgrade puts on the warden's restarts (``runfiles.hold``)."""
         return self.root / "hold.json"

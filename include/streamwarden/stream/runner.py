@@ -79,7 +79,7 @@ def run_stream(settings: Settings) -> int:
     try:
         settings.run_paths.stop_marker.unlink(missing_ok=True)
         if settings.run_paths.failure.exists():
-            settings.run_paths.failure.replace(settings.run_paths.failure.with_name("previous_failure.json"))
+            settings.run_paths.failure.replace(settings.run_paths.previous_failure)
         check_before_spark(settings)
         return _run(settings)
     except BaseException as exc:

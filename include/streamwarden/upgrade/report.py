@@ -80,6 +80,8 @@ def _rollback_evidence(rollback: dict[str, Any]) -> list[str]:
     running = (f"running, pid {old['pid']} ({old.get('verdict')})" if old.get("pid")
                else "not started (it was not running before the upgrade)")
     lines.append(f"release in force: {rollback.get('release') or 'the base settings'}; old version {running}")
+    if old.get("new_version_failure"):
+        lines.append(f"the new version's failure document: {old['new_version_failure']}")
     return lines
 
 
@@ -110,12 +112,16 @@ def outcome_of(*, release: str | None, dry_run: bool, failures: dict[str, dict[s
         evidence = _step_evidence(step, failure) + (_rollback_evidence(rolled) if rolled else [])
         if rolled is None:
             evidence.append("nothing had been changed: no rollback was needed")
+        old = (rolled or {}).get("old_version") or {}
+        back = ("The old version runs again with its state and every offset (nothing is lost)." if old.get("pid")
+                else "The old version was not running when the upgrade began, so it is left stopped as it was, with "
+                "its state and every offset: stream_supervisor judges it again (a stream that died is restarted; "
+                "trigger stream_supervisor to judge it now)." if rolled else "Nothing had been changed.")
         return Outcome(ROLLED_BACK, release, str(failure.get("failure_class")), "warning",
                        f"release {release or '?'} rolled back: {step} failed ({failure.get('failure_class')}): "
                        f"{failure.get('message', '')}", evidence,
-                       "The old version runs again with its state and every offset (nothing is lost). Fix the "
-                       "release (the stream's log under run/logs names the error of a failed batch), install it under "
-                       "a new name, and trigger upgrade_stream with dry_run=true first.", step)
+                       f"{back} Fix the release (the stream's log under run/logs names the error of a failed batch), "
+                       "install it under a new name, and trigger upgrade_stream with dry_run=true first.", step)
     if not dry_run and journal.get("watched") is None:  # a step failed without a document (a timeout, a kill)
         rolled = journal.get("rollback")
         return Outcome(ROLLED_BACK if rolled else ROLLBACK_FAILED, release, "BUG", "critical",

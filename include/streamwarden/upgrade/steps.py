@@ -37,6 +37,7 @@ from deltalake.schema import Schema as DeltaSchema
 
 from streamwarden.failures import ConfigError, FailureClass, StreamwardenError
 from streamwarden.runfiles.checkpoint import commit_batches
+from streamwarden.runfiles.failure_file import read_failure
 from streamwarden.runfiles.hold import read_hold, release_hold, take_hold
 from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings
@@ -352,7 +353,8 @@ def rollback(settings: Settings, warden: WardenSettings, journal: Journal, *, ow
         activate(settings, None if old is None else Release.from_json(old), owner=owner)
     journal.put("rollback", {"stopped": stopped.to_json(), "tables": restored, "checkpoint": checkpoint,
                              "release": None if point is None else (point["release"] or {}).get("name")})
-    started: dict[str, Any] = {"pid": None, "started": False}
+    started: dict[str, Any] = {"pid": None, "started": False,
+                               "new_version_failure": _set_aside_new_version_failure(settings, journal)}
     if (journal.get("hold") or {}).get("was_running", True):  # a stream that was not running stays stopped
         pid, launched = _start_held(settings, owner=owner, reason=reason, start=start)
         started = {"pid": pid, "started": launched}
@@ -364,6 +366,29 @@ def rollback(settings: Settings, warden: WardenSettings, journal: Journal, *, ow
     journal.put("rollback", entry)
     log.info("rolled back: tables %s, checkpoint %s, old version %s", restored, checkpoint, started)
     return dict(entry)
+
+
+def _set_aside_new_version_failure(settings: Settings, journal: Journal) -> str | None:
+    """The failure document the rolled-back release wrote is the new version's, not the old one's: it goes into the
+    run's folder (where the report names it), so that the warden judges the old version by its own state. Without
+    this, an old version that was not running when the upgrade began (it had just died) stayed stopped after the
+    rollback, and the warden, reading the new version's BUG, escalated to a person instead of restarting it. A
+    failure the old version had written before the upgrade (moved aside when the new version took the lease) is
+    put back. Where the document went, or None when there was none of the new version's."""
+    hold = journal.get("hold") or {}
+    since = datetime.fromisoformat(hold["at"]) if hold.get("at") else None
+    paths = settings.run_paths
+    failure = read_failure(paths.failure)
+    if failure is None or since is None or datetime.fromisoformat(failure.occurred_at) < since:
+        return None
+    kept = journal.path.parent / "new_version_failure.json"
+    paths.failure.replace(kept)
+    earlier = paths.previous_failure
+    before = read_failure(earlier)
+    if before is not None and datetime.fromisoformat(before.occurred_at) < since:
+        earlier.replace(paths.failure)
+    log.info("the new version's failure document (%s, pid %d) moved to %s", failure.failure_class, failure.pid, kept)
+    return str(kept)
 
 
 def _confirm_running(settings: Settings, warden: WardenSettings, pid: int, timeout: float) -> HealthVerdict:

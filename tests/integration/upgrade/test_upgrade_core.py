@@ -5,14 +5,17 @@ checkpoint put back)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from fixtures import REPO
 from streamwarden.atomic import write_json_atomic
-from streamwarden.failures import ConfigError, FailureClass
+from streamwarden.failures import ConfigError, FailureClass, FailureDocument
+from streamwarden.runfiles.failure_file import read_failure, write_failure
 from streamwarden.runfiles.handler_pin import HANDLER_FILE, fingerprint
 from streamwarden.runfiles.hold import read_hold, take_hold
 from streamwarden.settings import Settings, load_settings
@@ -29,6 +32,8 @@ from streamwarden.upgrade.release import (
     read_release,
 )
 from streamwarden.upgrade.request import UpgradeRequest, request_from_params
+from streamwarden.warden.settings import load_warden_settings
+from streamwarden.warden.stop import StopMethod, StopOutcome
 from streamwarden.wire import DEMO_SCHEMA
 
 OWNER = "upgrade_stream/manual__test"
@@ -221,3 +226,42 @@ def test_rollback_point_evolution_and_the_checkpoint_put_back_are_idempotent(set
     assert (Path(first["archived"]) / "commits" / "5").is_file()
     assert steps._restore_checkpoint(settings, Journal.open(settings, key), again) == first
     assert read_hold(settings) is not None and read_hold(settings).owner == OWNER  # type: ignore[union-attr]
+
+
+def _rolled_back_while_stopped(settings: Settings, earlier: FailureDocument | None) -> dict[str, Any]:
+    """A rollback whose old version was not running when the upgrade began (it had just died), after the new version
+    failed with BUG: the new version's document in ``last_failure.json``, ``earlier`` moved aside by it."""
+    _stream_tables(settings)
+    journal = Journal.open(settings, run_key("manual__2026-11-24T13:00:00+00:00"))
+    held_at = datetime.now(UTC) - timedelta(minutes=2)
+    journal.put("hold", {"owner": OWNER, "was_running": False, "at": held_at.isoformat(timespec="seconds")})
+    journal.put("started", {"pid": 4242})
+    if earlier is not None:
+        write_failure(settings.run_paths.previous_failure, earlier)
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.BUG, "RuntimeError: release v3", 70,
+                                                              pid=4242))
+
+    def never_started(**given: Any) -> int:
+        raise AssertionError("an old version that was not running is not started by the rollback")
+
+    rolled = steps.rollback(settings, load_warden_settings(), journal, owner=OWNER, reason="test",
+                            start=never_started, stop=lambda: StopOutcome(StopMethod.NOT_RUNNING, None, 0.0))
+    assert rolled is not None and rolled["old_version"]["started"] is False
+    assert read_hold(settings) is None
+    kept = rolled["old_version"]["new_version_failure"]
+    assert kept is not None and read_failure(Path(kept)).pid == 4242  # type: ignore[union-attr]
+    return rolled
+
+
+def test_a_rollback_leaves_the_warden_no_failure_of_the_new_version_to_escalate(settings: Settings) -> None:
+    _rolled_back_while_stopped(settings, None)
+    # the warden judges the old version by its own state: no process, no failure: DEAD, which it restarts
+    assert read_failure(settings.run_paths.failure) is None
+
+
+def test_a_rollback_puts_back_the_failure_the_old_version_had_before_the_upgrade(settings: Settings) -> None:
+    before = FailureDocument(FailureClass.DATA_LOSS, "offsets expired", 65, pid=17,
+                             occurred_at=(datetime.now(UTC) - timedelta(hours=1)).isoformat())
+    _rolled_back_while_stopped(settings, before)
+    put_back = read_failure(settings.run_paths.failure)
+    assert put_back is not None and (put_back.pid, put_back.failure_class) == (17, FailureClass.DATA_LOSS)
