@@ -19,7 +19,9 @@ and proves, for every commit it makes, that each Kafka topic-partition kept exac
    every file read agrees with its Delta log entry (size, rows, offsets). A failed proof **reverts** the
    commit (a new commit puts the old files back; later stream batches stay) and fails the run with
    `INTEGRITY`. A crash loses at most one partition's work: the next run first proves what the crashed
-   one committed (`<run_root>/maintenance/pending/`).
+   one committed (`<run_root>/maintenance/pending/`). While a recovery or an upgrade holds the stream (it
+   may roll the tables back) this step and the next are **skipped**, naming the hold; the run's outcome says
+   so, and the next run does the work.
 3. **vacuum_and_checkpoint** deletes files no version of the retention window references, including
    files of micro-batches that crashed before their commit; then writes a log checkpoint and drops
    expired log files. Refused while a compaction is unproven. After a dry run's skipped compaction it

@@ -75,7 +75,7 @@ class RunHooks(Protocol):
 
     def look(self, elapsed_s: float) -> None: ...
 
-    def before_stop(self, look: Callable[[], None], say: Callable[[str], None]) -> None: ...
+    def before_stop(self, reason: str, look: Callable[[], None], say: Callable[[str], None]) -> None: ...
 
 
 def _now() -> str:
@@ -185,7 +185,7 @@ class LongRun:
         with _ignoring_interrupts():
             if self.hooks is not None and up.poll() is None:
                 try:
-                    self.hooks.before_stop(lambda: self._look_while_waiting(census), say)
+                    self.hooks.before_stop(reason, lambda: self._look_while_waiting(census), say)
                 except Exception as exc:  # the platform is stopped whatever the hook does
                     say(f"before the stop: {type(exc).__name__}: {exc}")
             if up.poll() is None:

@@ -22,6 +22,7 @@ from streamwarden.maintenance.plan import TablePlan
 from streamwarden.maintenance.report import MaintenanceReport, append_history
 from streamwarden.maintenance.request import MaintenanceRequest, request_from_params
 from streamwarden.maintenance.settings import MiB
+from streamwarden.runfiles.hold import read_hold
 from streamwarden_airflow.hooks.tables import DeltaTablesHook
 from streamwarden_airflow.operators.failing import alert_failures, failed_steps, not_done, run_step, step_outcomes
 from streamwarden_airflow.operators.run_source import run_source
@@ -31,6 +32,19 @@ MAINTAINED = AssetAlias("streamwarden-maintenance")
 """Each table a run compacted or cleaned up gets one asset event (the figures as the extra) through this alias,
 from the run's last changing step: ``validate_output`` is scheduled on the tables' assets, so it runs once after
 each maintenance run."""
+
+
+HELD = "skipped: the stream was held"
+"""The outcome of a run whose compaction a recovery's or an upgrade's hold kept out (not a failure: the next run
+compacts)."""
+
+
+def _skip_if_held(hook: DeltaTablesHook, what: str) -> None:
+    """A recovery or an upgrade holds the stream (it may roll the tables back): this step does nothing and says so,
+    as a skip, not a failure; the next run does the work."""
+    held = read_hold(hook.settings)
+    if held is not None:
+        raise AirflowSkipException(f"nothing {what}: the stream is {held.describe()}; the next run does it")
 
 
 def _plans(context: Context, plan_task_id: str) -> tuple[str, MaintenanceRequest, list[TablePlan]]:
@@ -76,6 +90,7 @@ class CompactPartitionsOperator(BaseOperator):
         if request.dry_run:
             raise AirflowSkipException("dry run: the plan is in plan_compaction's log; nothing compacted")
         hook = DeltaTablesHook()
+        _skip_if_held(hook, "compacted")
         done = run_step(context, lambda: steps.compact(hook.settings, request, plans, run_id))
         return [c.to_json() for c in done]
 
@@ -97,6 +112,8 @@ class CleanUpTablesOperator(BaseOperator):
     def execute(self, context: Context) -> list[dict[str, Any]]:
         run_id, request, plans = _plans(context, self.plan_task_id)
         hook = DeltaTablesHook()
+        if not request.dry_run:
+            _skip_if_held(hook, "vacuumed")
         done = run_step(context, lambda: steps.clean_up(hook.settings, hook.maintenance, request))
         compacted = [Compaction(**c) for c in context["ti"].xcom_pull(task_ids=self.compact_task_id) or []]
         totals = MaintenanceReport.build(run_id, dry_run=request.dry_run, outcome="cleaned up", plans=plans,
@@ -127,8 +144,9 @@ class MaintenanceReportOperator(BaseOperator):
         request = MaintenanceRequest.from_json(planned["request"]) if planned["request"] else None
         outcomes = step_outcomes(context, self.step_ids)
         # The outcome names the steps that failed (the cause); the run's failure also those that never ran.
-        outcome = failed_steps(outcomes) or not_done(outcomes) or (
-            "dry run" if request is not None and request.dry_run else "ok")
+        dry_run = request is not None and request.dry_run
+        held = not dry_run and outcomes[1].state == "skipped"  # compaction's only other skip: a held stream
+        outcome = failed_steps(outcomes) or not_done(outcomes) or ("dry run" if dry_run else HELD if held else "ok")
         report = MaintenanceReport.build(
             planned["run_id"], dry_run=bool(request and request.dry_run), outcome=outcome,
             plans=[TablePlan.from_json(p) for p in planned["plans"]],

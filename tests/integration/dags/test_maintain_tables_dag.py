@@ -14,6 +14,7 @@ from fixtures import REPO
 from fixtures.small_tables import replace_keeping_size, small_files_table
 from streamwarden.alerts import read_alerts
 from streamwarden.maintenance.report import read_history
+from streamwarden.runfiles.hold import take_hold
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import TableLocation
 
@@ -142,3 +143,20 @@ def test_a_bad_param_fails_the_plan_before_anything_changes(settings: Settings) 
     [alert] = read_alerts(settings.run_paths.alerts)
     assert alert["failure_class"] == "CONFIG"
     assert "Param tables: records not among this pipeline's tables" in json.dumps(alert)
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_while_an_upgrade_holds_the_stream_a_run_skips_its_changes_says_why_and_stays_green(
+        settings: Settings) -> None:
+    location = small_files_table(settings)
+    take_hold(settings, "upgrade_stream/manual__test", "upgrade to release v2: watching its health")
+
+    states, _ = _run({"tables": ["session_rows"]})
+
+    # refused with CONFIG and a red run (and an alert) before: a scheduled run beside an upgrade is not a failure
+    assert states == {"plan_compaction": "success", "compact_and_prove": "skipped", "vacuum_and_checkpoint": "skipped",
+                      "record_report": "success"}
+    assert _files(location) == 36
+    [history] = read_history(settings.run_paths.maintenance / "history.jsonl")
+    assert history["outcome"] == "skipped: the stream was held"
+    assert read_alerts(settings.run_paths.alerts) == []
