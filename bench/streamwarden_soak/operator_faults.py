@@ -59,7 +59,7 @@ def recover(platform: Platform, index: int, stopping: threading.Event) -> dict[s
     run_id = platform.trigger(RECOVER_DAG, {"target": "last_validated", "dry_run": False,
                                             "reason": f"soak fault {index}"}, f"soak fault {index}")
     try:
-        answered = answer_over_rest(platform.api_watch.api, RECOVER_DAG, run_id, APPROVAL_TASK, APPROVE,
+        answered = answer_over_rest(platform.call, RECOVER_DAG, run_id, APPROVAL_TASK, APPROVE,
                                     timeout=900).subject
     except AssertionError as exc:  # the run ended before it asked, or nothing asked: its end says why
         answered = f"not answered: {exc}"

@@ -14,8 +14,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from streamwarden.local.airflow_api import AirflowApi
-
 Call = Callable[[str, str, dict[str, Any] | None], tuple[int, Any]]
 ENDED = ("success", "failed")
 
@@ -86,16 +84,17 @@ def run_state(call: Call, dag_id: str, run_id: str) -> str | None:
     return document.get("state") if status == 200 and isinstance(document, dict) else None
 
 
-def answer_over_rest(api: AirflowApi, dag_id: str, run_id: str, task_id: str, option: str, *,
+def answer_over_rest(call: Call, dag_id: str, run_id: str, task_id: str, option: str, *,
                      settled: Callable[[], bool] = lambda: True, timeout: float = 300) -> Approval:
     """Wait until ``task_id`` of run ``run_id`` asks and ``settled()`` holds, then answer ``option`` through a
-    real api-server (``settled``: e.g. ``AirflowServer.parked``, the scheduler done with the parking worker).
+    real api-server (``call``: a logged-in client's; ``settled``: e.g. ``AirflowServer.parked``, the scheduler done
+    with the parking worker).
 
     Raises AssertionError when the run ends first (it never asked) or nothing asks within ``timeout``.
     """
     approval = Approval(dag_id, task_id, option, run_id=run_id)
-    request = wait_for_request(api.call, dag_id, run_id, task_id, settled=settled, timeout=timeout)
-    answer_request(api.call, approval, request)
+    request = wait_for_request(call, dag_id, run_id, task_id, settled=settled, timeout=timeout)
+    answer_request(call, approval, request)
     assert approval.answered, approval.error
     return approval
 
