@@ -76,7 +76,8 @@ def markdown(s: SoakSummary, chart_name: str = "timeline.png") -> str:
     lines += [f"| {r.role} | {r.processes_max} | {r.mib_max:,.0f} | {_s(r.slope_mib_per_hour)} |" for r in p.roles]
     if s.bounds_judged:
         lines += ["", "Bounded: each figure's peak in the second half of the faults' window against the first half's "
-                  "(at most 1.25x, plus 64 MiB or 200 files; the broker keeps every record and is left out):", "",
+                  "(at most 1.25x, plus 64 MiB, 2 processes or 200 files; the broker keeps every record and is left "
+                  "out):", "",
                   "| figure | first half max | second half max | bounded |", "| --- | ---: | ---: | --- |"]
         lines += [f"| {h.what} | {h.first_max:,.0f} | {h.second_max:,.0f} | {'yes' if h.bounded else '**no**'} |"
                   for h in s.bounds]
