@@ -31,7 +31,8 @@ only. Details, the release file and the limits: `docs/upgrade.md`.
 8. **start_new** (pool): the stream started detached with the release (spark-submit), held for the watch.
 9. **watch_health** (sensor, reschedule mode): the warden's verdict every `POKE_INTERVAL`; fails at once on
    `FAILED`, `HUNG` or `DEAD`, or when no batch committed while records wait; succeeds after `health_minutes`
-   of a running stream, and hands the stream back to the supervisor (the hold is released).
+   of a running stream, and hands the stream back to the supervisor (the hold is released). A new version
+   that failed with `ENVIRONMENT` (broker or store unreachable) is started again up to three times first.
 10. **rollback** (pool; runs only when a step from `hold_and_drain` on failed): holds and stops the stream,
     restores each table to its rollback version *together with the offsets it claims* (a plain Delta restore
     would make the replay be skipped as committed), moves the new version's checkpoint to the archive and puts

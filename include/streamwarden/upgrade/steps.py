@@ -54,6 +54,8 @@ from streamwarden.warden.stop import StopOutcome
 from streamwarden.wire import TableSchema
 
 log = logging.getLogger("streamwarden.upgrade")
+ENVIRONMENT_RESTARTS = 3
+"""Times the watch starts a new version again that failed with ENVIRONMENT before it blames the release."""
 StartStream = Callable[[], int]
 """Starts the stream with the settings in force when called (the active release); the driver's pid."""
 StopStream = Callable[[], StopOutcome]
@@ -259,17 +261,31 @@ RUNNING = (Overall.HEALTHY, Overall.DEGRADED)
 
 
 def watch(settings: Settings, warden: WardenSettings, journal: Journal, *, minutes: float,
-          now: float | None = None) -> WatchResult:
+          now: float | None = None, restart: Callable[[], int] | None = None) -> WatchResult:
     """Step 7, one look: FAILED, HUNG or DEAD is unhealthy at once; the window counts from the first look at a
     running (HEALTHY or DEGRADED) stream; at its end the stream must be running and, if records wait, must have
     committed a batch since it started (while its first batch still runs, the watch waits: the verdict turns
-    HUNG once that batch outlasts the start-up grace)."""
+    HUNG once that batch outlasts the start-up grace).
+
+    A new version that failed with ENVIRONMENT (the broker or the store did not answer) says nothing about the
+    release: ``restart`` starts it again, up to :data:`ENVIRONMENT_RESTARTS` times, and its window starts anew.
+    (Without this, a broker that paused for a minute while the new version started rolled back a good release.)"""
     now = time.time() if now is None else now
     assessment = assess(settings, warden, now)
     assessment.commit()
     verdict = assessment.verdict
     started = journal.get("started") or {}
     if verdict.overall in BAD:
+        failure = verdict.failure
+        restarted = int(journal.get("environment_restarts") or 0)
+        if (restart is not None and failure is not None and failure.failure_class is FailureClass.ENVIRONMENT
+                and restarted < ENVIRONMENT_RESTARTS):
+            journal.put("environment_restarts", restarted + 1)
+            journal.put("watch_from", None)
+            pid = restart()
+            return WatchResult(False, False, f"the new version failed with ENVIRONMENT, not the release's doing "
+                               f"({failure.message}); started again (pid {pid}, {restarted + 1} of "
+                               f"{ENVIRONMENT_RESTARTS})", verdict)
         return WatchResult(True, False, f"the new version is {verdict.label}: {'; '.join(verdict.reasons)}", verdict)
     if verdict.overall not in RUNNING:
         return WatchResult(False, False, f"{verdict.label}: {'; '.join(verdict.reasons)}", verdict)
@@ -290,6 +306,13 @@ def watch(settings: Settings, warden: WardenSettings, journal: Journal, *, minut
         return WatchResult(True, False, f"no batch committed in {minutes:g} min while {verdict.lag.total_lag} "
                            "records wait", verdict)
     return WatchResult(True, True, f"{verdict.label} for {minutes:g} min; last committed batch {last}", verdict)
+
+
+def restart_for_watch(settings: Settings, *, owner: str, start: StartStream) -> int:
+    """The new version started again for the watch (the hold released for the launch and taken again)."""
+    pid, _ = _start_held(settings, owner=owner, reason="upgrade: the new version started again after an "
+                         "ENVIRONMENT failure", start=start)
+    return pid
 
 
 def finish_watch(settings: Settings, journal: Journal, result: WatchResult, *, owner: str) -> None:

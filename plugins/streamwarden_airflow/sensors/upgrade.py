@@ -17,7 +17,8 @@ class UpgradeHealthSensor(BaseSensorOperator):
     """Watches the new version with the warden's verdict until it has run healthy for the run's
     ``health_minutes`` (then releases the run's hold and returns the verdict), and fails at once, with the
     verdict and the stream's failure document, when it is FAILED, HUNG or DEAD, or committed no batch while
-    records waited. Each poke logs the verdict as a table.
+    records waited; a new version that failed with ENVIRONMENT is started again first (``steps.watch``). Each
+    poke logs the verdict as a table.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -31,7 +32,9 @@ class UpgradeHealthSensor(BaseSensorOperator):
         journal = Journal.open(hook.settings, key)
 
         def look() -> PokeReturnValue:
-            result = steps.watch(hook.settings, hook.warden, journal, minutes=request.health_minutes)
+            result = steps.watch(hook.settings, hook.warden, journal, minutes=request.health_minutes,
+                                 restart=lambda: steps.restart_for_watch(hook.settings, owner=owner,
+                                                                         start=hook.start_stream))
             self.log.info("new version: %s\n%s", result.reason, result.verdict.table())
             if result.done and not result.healthy:
                 raise steps.unhealthy(result)

@@ -11,8 +11,10 @@ import uuid
 from pathlib import Path
 
 from fixtures.stream_process import produce_raw
+from streamwarden.failures import FailureClass, FailureDocument
 from streamwarden.kafka.admin import create_topics
 from streamwarden.local.broker import LocalBroker
+from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.heartbeat import Heartbeat, write_heartbeat
 from streamwarden.runfiles.lease import CheckpointLease
 from streamwarden.settings import load_settings
@@ -67,3 +69,33 @@ def test_a_first_batch_past_the_grace_is_hung(tmp_path: Path, broker: LocalBroke
                         Heartbeat("started", "q", "r", os.getpid(), trigger_interval_s=1.0))
         looked = steps.watch(settings, WARDEN, journal, minutes=0.25, now=time.time() + 61)
     assert looked.done and not looked.healthy and looked.verdict.overall is Overall.HUNG, looked.reason
+
+
+def test_a_new_version_that_failed_with_environment_is_started_again_before_the_release_is_blamed(
+        tmp_path: Path, broker: LocalBroker) -> None:
+    settings = load_settings(home=tmp_path, bootstrap_servers=broker.bootstrap_servers,
+                             topic_pattern=f"u{uuid.uuid4().hex[:8]}-.*", trigger_interval="1s")
+    journal = Journal.open(settings, "drill")
+    journal.put("started", {"pid": 999_999, "at": time.time(), "last_commit": None})
+    starts: list[int] = []
+
+    def restart() -> int:
+        starts.append(len(starts))
+        write_failure(settings.run_paths.failure, FailureDocument(  # the broker still does not answer
+            FailureClass.ENVIRONMENT, "the broker did not answer within 30s before the stream started", 75,
+            pid=999_999))
+        return 999_999
+
+    restart()
+    starts.clear()
+    for attempt in range(1, steps.ENVIRONMENT_RESTARTS + 1):
+        looked = steps.watch(settings, WARDEN, journal, minutes=0.25, restart=restart)
+        assert not looked.done and f"started again (pid 999999, {attempt} of" in looked.reason, looked.reason
+    looked = steps.watch(settings, WARDEN, journal, minutes=0.25, restart=restart)
+    assert looked.done and not looked.healthy and len(starts) == steps.ENVIRONMENT_RESTARTS
+    assert "FAILED(ENVIRONMENT)" in looked.reason
+
+    write_failure(settings.run_paths.failure, FailureDocument(FailureClass.BUG, "RuntimeError: v3", 70, pid=999_999))
+    journal.put("environment_restarts", 0)
+    looked = steps.watch(settings, WARDEN, journal, minutes=0.25, restart=restart)
+    assert looked.done and not looked.healthy and "FAILED(BUG)" in looked.reason  # the release's own failure
