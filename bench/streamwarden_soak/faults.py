@@ -32,6 +32,8 @@ MAINTENANCE_DAG = "maintain_tables"
 TASK_OF = {FaultKind.KILL_COMPACTION: "compact_and_prove", FaultKind.KILL_VACUUM: "vacuum_and_checkpoint"}
 TASK_WAIT_S = 240.0
 """Longest wait for a triggered maintenance run to reach the task a kill aims at."""
+STREAM_WAIT_S = 180.0
+"""Longest a kill waits for a stream to kill (the warden's restart after the previous fault, with its backoff)."""
 FIRST_BATCH_WAIT_S = 300.0
 """Longest a hang fault waits for the stream's first batch (before it, the warden allows the start-up grace)."""
 
@@ -105,7 +107,11 @@ class Injector:
 
     # --- the stream --------------------------------------------------------------------------------------
     def _kill_stream(self, planned: Planned, record: Injection) -> None:
+        """kill -9 of the stream's process group; between a death and the warden's restart, of the next stream."""
         with self._holding("stream"):
+            deadline = time.monotonic() + STREAM_WAIT_S
+            while not self._stream_alive() and time.monotonic() < deadline and not self.stopping.wait(1):
+                pass
             group = self.platform.stream_group()
             record.target = f"stream process group {group} (lease holder {self.platform.stream_pid()})"
             record.began_s = self.clock()
