@@ -70,6 +70,7 @@ class Injector:
                                                            "maintenance")}
         self.warden = load_warden_settings()
         self.stopping = threading.Event()  # set before the stop: every wait ends, every paused process resumes
+        self.killed: set[int] = set()  # lease holders a fault killed
 
     @contextmanager
     def _holding(self, target: str) -> Iterator[None]:
@@ -109,14 +110,23 @@ class Injector:
     def _kill_stream(self, planned: Planned, record: Injection) -> None:
         """kill -9 of the stream's process group; between a death and the warden's restart, of the next stream."""
         with self._holding("stream"):
-            deadline = time.monotonic() + STREAM_WAIT_S
-            while not self._stream_alive() and time.monotonic() < deadline and not self.stopping.wait(1):
-                pass
+            holder = self._next_stream()
             group = self.platform.stream_group()
-            record.target = f"stream process group {group} (lease holder {self.platform.stream_pid()})"
+            record.target = f"stream process group {group} (lease holder {holder})"
             record.began_s = self.clock()
             os.killpg(group, signal.SIGKILL)
             record.injected = True
+            self.killed.add(holder)  # a kill right after must not find this dying process and count twice
+
+    def _next_stream(self) -> int:
+        """The lease holder of a live stream no fault killed yet, waiting up to STREAM_WAIT_S for one (between a
+        death and the warden's restart, with its backoff)."""
+        deadline = time.monotonic() + STREAM_WAIT_S
+        while True:
+            if self._stream_alive() and (pid := self.platform.stream_pid()) not in self.killed:
+                return pid
+            if time.monotonic() > deadline or self.stopping.wait(1):
+                raise TargetMissingError(f"no stream (other than one already killed) within {STREAM_WAIT_S:.0f} s")
 
     def _hang_stream(self, planned: Planned, record: Injection) -> None:
         """SIGSTOP of every process of the stream (a frozen host) for longer than the warden's hang limit of the
