@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
@@ -63,9 +64,12 @@ class RoleLook:
 
 @dataclass
 class Census:
-    """The processes under ``root_pid`` (`up`), looked at again and again."""
+    """The processes under ``root_pid`` (`up`), and under each of ``also()`` (processes of the platform a program
+    built on the long run started outside `up`'s tree: the soak's restarted Airflow components), looked at again and
+    again."""
 
     root_pid: int
+    also: Callable[[], list[int]] = list
     seen: dict[ProcessKey, SeenProcess] = field(default_factory=dict)
     _peaks: dict[str, int] = field(default_factory=dict)
     _largest: dict[str, int] = field(default_factory=dict)
@@ -74,11 +78,12 @@ class Census:
     _ended: list[TaskProcess] = field(default_factory=list)
 
     def _members(self) -> list[psutil.Process]:
-        try:
-            root = psutil.Process(self.root_pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
+        found: list[psutil.Process] = []
+        for pid in [self.root_pid, *self.also()]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                root = psutil.Process(pid)
+                found += [root, *root.children(recursive=True)]
+        return found
 
     def look(self, with_pss: bool = False) -> dict[str, RoleLook]:
         """One pass over the tree: register each process, sum each role's RSS (and PSS ``with_pss``), and keep

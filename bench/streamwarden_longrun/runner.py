@@ -77,6 +77,9 @@ class RunHooks(Protocol):
 
     def before_stop(self, reason: str, look: Callable[[], None], say: Callable[[str], None]) -> None: ...
 
+    def platform_roots(self) -> list[int]:
+        """Processes of the platform outside `up`'s tree (counted, sampled and checked for leftovers like its own)."""
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
@@ -135,7 +138,7 @@ class LongRun:
                 self._event(EventType.UP_STARTED, {"pid": up.pid, "log": str(up_log)})
                 say(f"up (pid {up.pid}) on home {options.home}, API port {options.api_port}, "
                     f"{options.burn_cores} core(s) burnt; samples to {self.out.path}")
-                census = Census(up.pid)
+                census = Census(up.pid, self.hooks.platform_roots if self.hooks is not None else list)
                 if self.hooks is not None:
                     self.hooks.started(self, up)
                 reason = "the long run itself failed"  # unless the watch returns: the platform is stopped anyway

@@ -24,6 +24,7 @@ from streamwarden_longrun.runner import LongRun
 
 from streamwarden.kafka.admin import list_partitions, metadata_consumer, watermarks_within
 from streamwarden.local.broker import LOOPBACK
+from streamwarden.processes import become_child_subreaper, reap_adopted
 from streamwarden.settings import Settings
 from streamwarden.testing.replay import caught_up
 
@@ -78,18 +79,33 @@ class Chaos:
         self._producer_env: dict[str, str] | None = None
         self._next_producer_try = 0.0
         self.gauges: Gauges | None = None
+        self.up: subprocess.Popen[bytes] | None = None
 
     # --- RunHooks --------------------------------------------------------------------------------------
     def started(self, run: LongRun, up: subprocess.Popen[bytes]) -> None:
         self.run = run
         self.settings = run.settings
+        # a component the soak starts again is its child, not `up`'s: what it starts and leaves (the stream, once
+        # the launching task exits) comes back here instead of to init, where no census would see it
+        become_child_subreaper()
+        self.up = up
         watch = DagRunWatch(f"http://{LOOPBACK}:{run.options.api_port}", run.settings.home_paths.airflow)
-        self.platform = Platform(up.pid, run.settings, watch, self.results)
+        self.platform = Platform(up.pid, run.settings, watch, self.results, self.platform_roots)
         self.injector = Injector(self.platform, self.elapsed, self.say)
         self.log.write("plan", {"faults": [p.to_json() for p in self.plan.faults],
                                 "workload": [p.to_json() for p in self.plan.workload],
                                 "shape": {"rate": self.plan.shape.rate, "seed": self.plan.shape.seed,
                                           "sites": self.plan.shape.sites}})
+
+    def platform_roots(self) -> list[int]:
+        """The soak's children that are the platform's: every one but `up` (whose tree the census walks anyway) and
+        the producers, the restarted Airflow components and the orphans adopted from their trees among them."""
+        traffic = {process.pid for process in [self.producer, *self.bursts] if process is not None}
+        if self.up is not None:
+            traffic.add(self.up.pid)
+        with contextlib.suppress(psutil.Error):
+            return [child.pid for child in psutil.Process().children() if child.pid not in traffic]
+        return []
 
     def elapsed(self) -> float:
         assert self.run is not None
@@ -106,6 +122,9 @@ class Chaos:
             thread.start()
             self.threads.append(thread)
         self.bursts = [burst for burst in self.bursts if burst.poll() is None]
+        restarted = self.platform.restarted if self.platform is not None else []
+        started = [p for p in [self.up, self.producer, *self.bursts, *restarted] if p is not None]
+        reap_adopted({process.pid for process in started})
 
     def before_stop(self, reason: str, look: Callable[[], None], say: Callable[[str], None]) -> None:
         """At the deadline: the faults end, the producers stop, the stream catches up, a last validation. Cut short

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,12 @@ class Platform:
     settings: Settings
     api_watch: DagRunWatch
     logs: Path
+    roots: Callable[[], list[int]] = list  # the platform's processes outside `up`'s tree
     restarted: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def members(self) -> list[psutil.Process]:
         found: list[psutil.Process] = []
-        for root_pid in [self.up_pid, *(p.pid for p in self.restarted if p.poll() is None)]:
+        for root_pid in [self.up_pid, *self.roots()]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 root = psutil.Process(root_pid)
                 found += [root, *root.children(recursive=True)]

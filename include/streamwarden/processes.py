@@ -1,5 +1,5 @@
-"""Live processes by pid or by process group (the stream runs in a group of its own), and children that die
-with their parent."""
+"""Live processes by pid or by process group (the stream runs in a group of its own), children that die with their
+parent, and orphans adopted as child subreaper."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 import psutil
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def live(pids: list[int]) -> list[psutil.Process]:
@@ -61,3 +62,22 @@ def die_with_parent(death_signal: signal.Signals) -> Callable[[], None] | None:
         if os.getppid() != parent:
             os.kill(os.getpid(), death_signal)
     return arm
+
+
+def reap_adopted(own: set[int]) -> None:
+    """Reap exited orphans adopted as child subreaper (never the children this process started itself, in
+    ``own``: their ``Popen`` reaps them)."""
+    for child in psutil.Process().children():
+        if child.pid in own:
+            continue
+        try:
+            os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+
+
+def become_child_subreaper() -> None:
+    """Orphaned descendants (the stream, once its launching task exits) are re-parented to this process, not to
+    init: it still sees them, and can stop them (``up``, the soak)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

@@ -19,7 +19,6 @@ and Airflow (SIGINT) at once; the next ``up`` on the home kills whatever else is
 from __future__ import annotations
 
 import argparse
-import ctypes
 import fcntl
 import json
 import os
@@ -48,7 +47,7 @@ from streamwarden.local.platform_record import write_platform_record
 from streamwarden.logs.bounds import LogBounds
 from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.rolling import roll_if_full
-from streamwarden.processes import die_with_parent, group_members
+from streamwarden.processes import become_child_subreaper, die_with_parent, group_members, reap_adopted
 from streamwarden.settings import Settings
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.warden.launcher import REPO_ENV, log_tail, platform_env, repo_root, venv_bin
@@ -61,7 +60,6 @@ __all__ = ["AirflowApi", "LocalPlatform", "PlatformError", "PlatformOptions", "a
 SUPERVISOR_DAG = "stream_supervisor"
 AIRFLOW_BOOT_TIMEOUT = 300.0
 DAG_PARSE_TIMEOUT = 180.0
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 class PlatformError(RuntimeError):
@@ -159,7 +157,7 @@ class LocalPlatform:
         write_platform_record(self.settings, self.started_at)
 
     def _run(self) -> int:
-        _become_child_subreaper()
+        become_child_subreaper()
         # Even when started with SIGINT ignored (a background job of a script), Ctrl-C must stop `up`;
         # a handler (unlike SIG_IGN) is also reset to the default in every child.
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -267,7 +265,7 @@ class LocalPlatform:
                     log = self.logs / f"{name}.log"
                     raise PlatformError(f"{name} exited with code {code}; last lines of {log}:\n"
                                         f"{log_tail(log)}")
-            _reap_adopted({p.pid for _, p in self._components()})
+            reap_adopted({p.pid for _, p in self._components()})
             self._roll_logs()
             memory = self._broker_reading()
             status = read_status(self.settings)
@@ -333,7 +331,7 @@ class LocalPlatform:
         if leftovers:
             self._say(f"terminating leftover processes: {[p.pid for p in leftovers]}")
             _terminate(leftovers, grace=10)
-        _reap_adopted(set())
+        reap_adopted(set())
         self._say("stopped")
 
     # --- helpers ---------------------------------------------------------------------------------------
@@ -454,23 +452,6 @@ def _live_descendants() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
-
-
-def _reap_adopted(own: set[int]) -> None:
-    """Reap exited orphans adopted as child subreaper (never the children ``up`` started itself)."""
-    for child in psutil.Process().children():
-        if child.pid in own:
-            continue
-        try:
-            os.waitpid(child.pid, os.WNOHANG)
-        except ChildProcessError:
-            continue
-
-
-def _become_child_subreaper() -> None:
-    """Orphaned descendants (the stream, once its launching task exits) are re-parented to ``up``."""
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _first_commit(settings: Settings) -> bool:
