@@ -225,10 +225,21 @@ class Injector:
                 if process is not None and self._kill_tree(process, float(planned.params.get("delay_s", 0))):
                     record.target = f"{MAINTENANCE_DAG} {run_id} {task_id} pid {process.pid}"
                     record.began_s = self.clock()
-                    record.injected = True
+                    record.injected = self._ended_by_the_kill(run_id, task_id)
+                    if not record.injected:
+                        record.why_not = f"{task_id} had done its work: Airflow recorded its success as it was killed"
                     return
                 time.sleep(0.1)
             raise TargetMissingError(f"{task_id} of {run_id} did not run within {TASK_WAIT_S:.0f} s")
+
+    def _ended_by_the_kill(self, run_id: str, task_id: str) -> bool:
+        """False when the task instance ends in success anyway: the kill came after its work (its last second)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not self.stopping.wait(1):
+            ti = {t["task_id"]: t for t in self.platform.task_instances(MAINTENANCE_DAG, run_id)}.get(task_id)
+            if ti is not None and ti.get("state") not in ("running", "queued", "scheduled", None):
+                return ti.get("state") != "success"
+        return True
 
     @staticmethod
     def _kill_tree(process: psutil.Process, delay_s: float) -> bool:

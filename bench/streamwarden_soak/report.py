@@ -57,7 +57,9 @@ def markdown(s: SoakSummary, chart_name: str = "timeline.png") -> str:
         f"{d.offsets.duplicated:,} duplicated**, {d.offsets.in_both_tables} in both tables |",
         f"| session tables against the producers' own reference | {d.sessions.compared:,} sessions, "
         f"{d.sessions.cells_compared:,} cells compared: **{d.sessions.cells_wrong:,} wrong**, {d.sessions.missing} "
-        f"missing, {d.sessions.extra} extra ({d.sessions.gapped_left_out} gapped sessions judged below) |",
+        f"missing, {d.sessions.extra} extra ({d.sessions.gapped_left_out} gapped sessions judged below"
+        + (f"; not compared, their producers' messages not all delivered: {', '.join(d.sessions.left_out_producers)}"
+           if d.sessions.left_out_producers else "") + ") |",
         f"| injected gaps | {d.inputs.gaps_injected}, {d.inputs.gaps_quarantined} with a SEQUENCE_GAP row in "
         "quarantine |",
         f"| malformed records | {d.inputs.malformed_sent}, {d.inputs.malformed_quarantined} in quarantine |",

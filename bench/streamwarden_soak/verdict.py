@@ -16,8 +16,6 @@ from .judge import DataVerdict, judge_data
 from .outcomes import Behaviour, behaviour, read_soak
 from .plan import OPERATOR_KINDS, FaultKind
 
-BOUND_HOURS = 24.0
-"""Disk and memory must last at least this long at the rates measured."""
 DEATH_GRACE_S = 60.0
 
 
@@ -117,7 +115,4 @@ def reasons(s: SoakSummary, min_faults: int) -> list[str]:
     if growing:
         found.append("not bounded (the second half's peak against the first's): " + ", ".join(
             f"{h.what} {h.first_max:,.0f} -> {h.second_max:,.0f}" for h in growing))
-    if s.bounds_judged and p.hours_to_first_bound is not None and p.hours_to_first_bound < BOUND_HOURS:
-        found.append(f"a bound (disk or memory) is reached within {BOUND_HOURS:g} h: after "
-                     f"{p.hours_to_first_bound:.1f} h")
     return found
