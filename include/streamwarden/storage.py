@@ -1,14 +1,13 @@
 """Where the output tables live: a local folder or a folder on an object store, and its name for each user.
 
-``STREAMWARDEN_OUTPUT_ROOT`` is a local path (or ``file://`` URI) or an object-store URI. The same folder
-has a name for Spark's Hadoop connectors (which write the files) and one for delta-rs and pyarrow (which
-commit and read them):
+``STREAMWARDEN_OUTPUT_ROOT`` is a local path (or ``file://`` URI) or an object-store URI. Everything reaches
+the folder through delta-rs and pyarrow (the executors write the files with pyarrow too, with no Hadoop
+connector), so the only renaming is Spark's spelling of S3 given by habit:
 
-- ``s3://bucket/out`` or ``s3a://bucket/out``: Spark writes ``s3a://bucket/out``, delta-rs reads ``s3://bucket/out``;
-- ``gs://bucket/out``: the same for both;
-- ``abfss://container@account.dfs.core.windows.net/out``: the same for both;
-- ``az://container/out`` (the account in the storage options): Spark writes
-  ``abfss://container@<account>.dfs.core.windows.net/out``, delta-rs reads ``az://container/out``.
+- ``s3://bucket/out`` or ``s3a://bucket/out``: ``s3://bucket/out``;
+- ``gs://bucket/out``;
+- ``abfss://container@account.dfs.core.windows.net/out``;
+- ``az://container/out`` (the account in the storage options).
 
 Example::
 
@@ -68,15 +67,6 @@ class StoreUri:
     def delta_uri(self) -> str:
         """The URI delta-rs (object_store) opens: Spark's ``s3a`` is ``s3`` there."""
         return str(StoreUri("s3", self.authority, self.key)) if self.scheme == "s3a" else str(self)
-
-    def spark_uri(self, storage_options: Mapping[str, str]) -> str:
-        """The URI Spark's Hadoop connectors write to: ``s3a`` for S3, ``abfss`` with the account for ``az``."""
-        if self.scheme == "s3":
-            return str(StoreUri("s3a", self.authority, self.key))
-        if self.scheme == "az":
-            host = f"{azure_account(storage_options)}.dfs.core.windows.net"
-            return str(StoreUri("abfss", f"{self.authority}@{host}", self.key))
-        return str(self)
 
 
 def azure_account(storage_options: Mapping[str, str]) -> str | None:

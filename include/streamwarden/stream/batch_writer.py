@@ -10,10 +10,10 @@ Per batch:
 1. Plan every table (:meth:`DeltaSink.plan`); a table that holds the whole batch already is skipped (a
    replay after a crash between two tables' commits). None left: the batch is only evaluated (``noop``).
 2. Write every pending table's rows into its batch folder, evaluating the batch once (a stateful batch
-   must not run twice): :class:`SparkWrites` (the records pipeline: Spark's Parquet writer, the batch
-   persisted when it feeds more than one table) or :class:`PackedWrites` (the session job: one Spark job
-   whose tasks write every table's files from the operator's packed output with pyarrow; the files must
-   hold every row the operator declared, or nothing is committed).
+   must not run twice), in one Spark job whose tasks write the files with pyarrow through the table's
+   filesystem (:mod:`streamwarden.stream.sink.batch_files`; no Hadoop connector): :class:`RowWrites` (the
+   records pipeline) or :class:`PackedWrites` (the session job: every table's files from the operator's
+   packed output). The files must hold every row the batch made, or nothing is committed.
 3. Commit each table in turn (:meth:`DeltaSink.commit`). A table the batch wrote no rows to (most
    batches' ``quarantine``) commits the offsets with no files.
 """
@@ -21,17 +21,17 @@ Per batch:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 
 from streamwarden.failures import IntegrityError
 from streamwarden.runfiles.checkpoint import batch_start_offsets, read_offsets
 from streamwarden.runfiles.checkpoint import query_id as read_query_id
-from streamwarden.stream.sink.batch_files import WRITTEN_SCHEMA, BatchFiles, PackedFiles
+from streamwarden.stream.sink.batch_files import WRITTEN_SCHEMA, BatchFiles, PackedFiles, RowFiles
 from streamwarden.stream.sink.delta_sink import BatchPlan, DeltaSink, batch_folder
 from streamwarden.tables.ranges import OffsetRanges, flatten
 
@@ -78,67 +78,65 @@ class BatchWrite(Protocol):
 
 
 @dataclass(frozen=True)
-class SparkWrites:
-    """Spark writes each table's rows (a ``select`` of the batch) into its batch folder with its Parquet writer."""
-
-    selects: Mapping[str, Callable[[DataFrame], DataFrame]]  # table name -> its rows of the batch
-    compression: str
-
-    def __call__(self, frame: DataFrame, pending: Pending) -> None:
-        shared = len(pending) > 1  # a batch must be evaluated once
-        if shared:
-            frame = frame.persist()
-        try:
-            for sink, plan in pending:
-                rows = self.selects[sink.name](frame)
-                keep = plan.exclusion_predicate()
-                if keep is not None:
-                    log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id,
-                                sink.name, plan.already_committed)
-                    rows = rows.filter(keep)
-                writer = rows.write.mode("overwrite").option("compression", self.compression)
-                if sink.partition_by:
-                    writer = writer.partitionBy(*sink.partition_by)
-                writer.parquet(plan.write_dir)
-        finally:
-            if shared:
-                frame.unpersist()
-
-
-@dataclass(frozen=True)
-class PackedTable:
-    """Where a table's rows are in the session job's packed output: their kind, and the time column of its
-    date and hour folders."""
+class ArrowTable:
+    """Where a table's rows are in the batch written by an ``mapInArrow`` writer: their kind, and the time column
+    of its date and hour folders."""
 
     kind: str
     time_column: str
 
 
-@dataclass(frozen=True)
-class PackedWrites:
-    """One job writes every table's rows from the batch's packed output (:class:`PackedFiles`, with pyarrow)."""
+def _batch_files(tables: Mapping[str, ArrowTable], compression: str, pending: Pending) -> list[BatchFiles]:
+    """Each pending table's files of the batch, in ``pending``'s order; what an earlier attempt left is cleared
+    first (the files are named per task, not per attempt)."""
+    files = []
+    for sink, plan in pending:
+        sink.discard_written(plan)
+        if plan.already_committed:
+            log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id, sink.name,
+                        plan.already_committed)
+        table = tables[sink.name]
+        files.append(BatchFiles(sink.location, batch_folder(plan.key), table.kind, table.time_column,
+                                tuple(sink.partition_by), compression, tuple(flatten(plan.already_committed))))
+    return files
 
-    tables: Mapping[str, PackedTable]  # table name -> where its rows are
+
+def _check_written(pending: Pending, files: Sequence[BatchFiles], written: Sequence[Row]) -> None:
+    """The files of every table hold every row the batch made for it (unless some were committed already)."""
+    for (sink, plan), spec in zip(pending, files, strict=True):
+        declared = sum(int(row["rows"]) for row in written if row["kind"] == spec.kind and row["path"] is None)
+        stored = sum(int(row["rows"]) for row in written if row["kind"] == spec.kind and row["path"] is not None)
+        if stored != declared and not plan.already_committed:
+            raise IntegrityError(f"batch {plan.batch_id}: the files written to {sink.name} hold {stored} rows, "
+                                 f"the batch made {declared}; nothing was committed",
+                                 details={"table": sink.name, "written": stored, "counted": declared})
+
+
+@dataclass(frozen=True)
+class RowWrites:
+    """The records pipeline: one job writes the batch's rows as the one table's files (:class:`RowFiles`)."""
+
+    table: ArrowTable
     compression: str
 
     def __call__(self, frame: DataFrame, pending: Pending) -> None:
-        files = []
-        for sink, plan in pending:
-            sink.discard_written(plan)  # the files are named per task, not per attempt: clear what one left
-            if plan.already_committed:
-                log.warning("batch %d: skipping already committed offsets of %s: %s", plan.batch_id, sink.name,
-                            plan.already_committed)
-            table = self.tables[sink.name]
-            files.append(BatchFiles(sink.location, batch_folder(plan.key), table.kind, table.time_column,
-                                    tuple(sink.partition_by), self.compression, tuple(flatten(plan.already_committed))))
+        (sink, _), = pending
+        files = _batch_files({sink.name: self.table}, self.compression, pending)
+        written = frame.mapInArrow(RowFiles(files[0]), WRITTEN_SCHEMA).collect()
+        _check_written(pending, files, written)
+
+
+@dataclass(frozen=True)
+class PackedWrites:
+    """The session job: one job writes every table's rows from the batch's packed output (:class:`PackedFiles`)."""
+
+    tables: Mapping[str, ArrowTable]  # table name -> where its rows are
+    compression: str
+
+    def __call__(self, frame: DataFrame, pending: Pending) -> None:
+        files = _batch_files(self.tables, self.compression, pending)
         written = frame.mapInArrow(PackedFiles(tuple(files)), WRITTEN_SCHEMA).collect()
-        for (sink, plan), spec in zip(pending, files, strict=True):
-            declared = sum(int(row["rows"]) for row in written if row["kind"] == spec.kind and row["path"] is None)
-            stored = sum(int(row["rows"]) for row in written if row["kind"] == spec.kind and row["path"] is not None)
-            if stored != declared and not plan.already_committed:
-                raise IntegrityError(f"batch {plan.batch_id}: the files written to {sink.name} hold {stored} rows, "
-                                     f"the batch made {declared}; nothing was committed",
-                                     details={"table": sink.name, "written": stored, "counted": declared})
+        _check_written(pending, files, written)
 
 
 class DeltaBatchWriter:

@@ -16,7 +16,7 @@ from streamwarden.runfiles.checkpoint import INITIAL_OFFSETS_FILE
 from streamwarden.runfiles.handler_pin import HANDLER_FILE, layout_buckets, pin_handler
 from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings
-from streamwarden.stream.batch_writer import BatchWrite, DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
+from streamwarden.stream.batch_writer import ArrowTable, BatchWrite, DeltaBatchWriter, PackedWrites, RowWrites
 from streamwarden.stream.sessions.buckets import bucket_labels
 from streamwarden.stream.sessions.engine import SessionPolicy
 from streamwarden.stream.sessions.packing import (
@@ -95,13 +95,6 @@ def kafka_frame(spark: SparkSession, settings: Settings, layout: StateLayout | N
     return spark.readStream.format(source).options(**source_options(settings, layout)).load()
 
 
-def with_folder_columns(frame: DataFrame, time_column: str) -> DataFrame:
-    """Add the folder columns derived from the topic and a timestamp column (UTC)."""
-    return frame.select("*", *(
-        (F.col("topic") if column.spark_format is None else F.date_format(time_column, column.spark_format))
-        .alias(column.name) for column in FOLDER_COLUMNS.values()))
-
-
 def pinned_handler(settings: Settings) -> tuple[Sequence[tuple[str, ColumnType]], StateLayout]:
     """The configured handler's output columns and the checkpoint's state layout, once the handler's fingerprint
     is pinned to the checkpoint (an existing checkpoint keeps its layout, a new one takes the settings')."""
@@ -156,10 +149,6 @@ def session_frame(raw: DataFrame, settings: Settings, layout: StateLayout) -> Da
     )
 
 
-def _records_rows(frame: DataFrame) -> DataFrame:
-    return with_folder_columns(frame, "timestamp")
-
-
 def _tables(settings: Settings, frame: DataFrame,
             columns: Sequence[tuple[str, ColumnType]]) -> tuple[list[DeltaSink], BatchWrite]:
     """The output tables, each created (or checked against its pinned schema) before the first batch, and how
@@ -171,11 +160,11 @@ def _tables(settings: Settings, frame: DataFrame,
 
     compression = settings.output_compression
     if settings.pipeline == "records":
-        schema = to_arrow_schema(with_folder_columns(frame, "timestamp").schema, timezone="UTC")
-        return [sink(RECORDS, schema)], SparkWrites({RECORDS: _records_rows}, compression)
+        schema = with_folder_schema(to_arrow_schema(frame.schema, timezone="UTC"))
+        return [sink(RECORDS, schema)], RowWrites(ArrowTable(RECORDS, "timestamp"), compression)
     rows_schema = with_folder_schema(to_arrow_schema(session_rows_schema(columns), timezone="UTC"))
     dead_schema = with_folder_schema(to_arrow_schema(quarantine_schema(), timezone="UTC"))
-    packed = {SESSION_ROWS: PackedTable(KIND_ROW, "event_ts"), QUARANTINE: PackedTable(KIND_DEAD, "kafka_timestamp")}
+    packed = {SESSION_ROWS: ArrowTable(KIND_ROW, "event_ts"), QUARANTINE: ArrowTable(KIND_DEAD, "kafka_timestamp")}
     return [sink(SESSION_ROWS, rows_schema), sink(QUARANTINE, dead_schema)], PackedWrites(packed, compression)
 
 

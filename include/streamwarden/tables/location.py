@@ -2,7 +2,8 @@
 
 A table is the folder ``<output_root>/<name>``, a Delta table once the stream has started on it, on the
 local filesystem or on an object store (:mod:`streamwarden.storage`). delta-rs reaches it by :attr:`uri`
-and the storage options, Spark by :attr:`spark_uri`, and pyarrow through :meth:`filesystem`. An output
+and the storage options, pyarrow (the driver, and the executors writing a batch's files) through
+:meth:`filesystem`. An output
 root in the layout of releases before Delta (``<table>/_manifests``) is refused: its files carry no Delta
 log, and reading it as Delta would see nothing.
 """
@@ -69,11 +70,6 @@ class TableLocation:
     def uri(self) -> str:
         """The table as delta-rs opens it: a local path, or an object-store URI (``s3://`` for ``s3a://``)."""
         return self.path.delta_uri if isinstance(self.path, StoreUri) else str(self.path)
-
-    @property
-    def spark_uri(self) -> str:
-        """The table as Spark's Hadoop connectors write to it (``s3a://`` for S3)."""
-        return self.path.spark_uri(self.storage_options) if isinstance(self.path, StoreUri) else str(self.path)
 
     def filesystem(self) -> tuple[fs.FileSystem, str]:
         """A pyarrow filesystem that reaches the table's files, and the table folder's path on it."""

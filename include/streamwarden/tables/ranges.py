@@ -155,20 +155,3 @@ def flatten(index: IntervalIndex) -> list[TopicPartitionInterval]:
         for partition, intervals in sorted(parts.items())
         for start, end in intervals
     ]
-
-
-
-
-
-def exclusion_predicate(index: IntervalIndex) -> str | None:
-    """A Spark SQL predicate keeping rows *outside* ``index``; ``None`` when there is nothing to exclude.
-
-    ``NOT ((topic = 't' AND `partition` = p AND `offset` >= s AND `offset` < e) OR ...)``; the column
-    names are back-quoted because ``partition`` and ``offset`` are SQL keywords.
-    """
-    terms = [
-        f"(topic = '{i.topic.replace(chr(39), chr(39) * 2)}' AND `partition` = {i.partition} "
-        f"AND `offset` >= {i.start} AND `offset` < {i.end})"
-        for i in flatten(index)
-    ]
-    return f"NOT ({' OR '.join(terms)})" if terms else None

@@ -1,8 +1,9 @@
 """Packed records and rows through the stateful operator, and the executors' Parquet files, against Spark.
 
-The packed path (``sessions.packing`` and ``sink.batch_files``) replaces Spark's own Parquet writer for the
-session tables: its files must land in the folders Spark would use, hold the rows Spark would write, and
-commit through the same Delta sink. Real Spark (local), real Delta tables, the real filesystem.
+The executors' pyarrow writers (``sink.batch_files``: the session job's packed output, the records pipeline's
+rows) replace Spark's own Parquet writer: their files must land in the folders Spark would use, hold the rows
+Spark would write, and commit through the same Delta sink. Real Spark (local), real Delta tables, the real
+filesystem.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamwarden.failures import IntegrityError
 from streamwarden.settings import MAX_SESSION_BUCKETS
-from streamwarden.stream.batch_writer import DeltaBatchWriter, PackedTable, PackedWrites, SparkWrites
+from streamwarden.stream.batch_writer import ArrowTable, DeltaBatchWriter, PackedWrites, RowWrites
 from streamwarden.stream.ipc import to_ipc
-from streamwarden.stream.pipeline import StateLayout, bucket_label, with_folder_columns
+from streamwarden.stream.pipeline import StateLayout, bucket_label
 from streamwarden.stream.sessions.packing import (
     PACKED_OUTPUT_SCHEMA,
     SESSION_BUCKET,
@@ -64,7 +65,8 @@ def dead_rows(topic: str, partition: int, offsets: range, *, null_time_every: in
     ], schema=DEAD_ARROW)
 
 
-DEAD_ONLY = PackedWrites({QUARANTINE: PackedTable(KIND_DEAD, "kafka_timestamp")}, "zstd")
+DEAD_TABLE = ArrowTable(KIND_DEAD, "kafka_timestamp")
+DEAD_ONLY = PackedWrites({QUARANTINE: DEAD_TABLE}, "zstd")
 
 
 def packed_frame(spark: SparkSession, batches: list[pa.RecordBatch],  # type: ignore[no-untyped-def]
@@ -89,29 +91,41 @@ def written_folders(path: Path) -> list[str]:
     return sorted("/".join(p.parent.relative_to(path).parts[1:]) for p in path.glob("batch-*/**/*.parquet"))
 
 
+def spark_writes(frame: DataFrame, partition_by: list[str], write_dir: str) -> None:
+    """What Spark's own Parquet writer makes of the rows, with the folder columns as Spark's ``date_format``
+    gives them: the layout the executors' pyarrow writers must match."""
+    folders = frame.select("*", *(
+        (F.col("topic") if column.spark_format is None else F.date_format("kafka_timestamp", column.spark_format))
+        .alias(column.name) for column in FOLDER_COLUMNS.values()))
+    writer = folders.write.mode("overwrite").option("compression", "zstd")
+    (writer.partitionBy(*partition_by) if partition_by else writer).parquet(write_dir)
+
+
 @pytest.mark.parametrize("partition_by", [("topic", "date", "hour"), ("date",), ()])
-def test_packed_files_hold_what_sparks_writer_writes_in_the_same_folders(
+def test_the_pyarrow_writers_hold_what_sparks_writer_writes_in_the_same_folders(
         spark: SparkSession, tmp_path: Path, partition_by: tuple[str, ...]) -> None:
     batches = [dead_rows("sites-a", 0, range(0, 40), null_time_every=7), dead_rows("sites-b", 3, range(100, 130)),
                dead_rows("sites-a", 1, range(5, 9))]
-    frame = packed_frame(spark, batches)
+    rows = spark.createDataFrame(pa.Table.from_batches(batches).to_pandas(), quarantine_schema()).repartition(2)
     folders = [FOLDER_COLUMNS[c].name for c in partition_by]
     outcomes = {}
-    for name, write in [("packed", DEAD_ONLY),
-                        ("spark", SparkWrites({QUARANTINE: lambda f: with_folder_columns(
-                            spark.createDataFrame(pa.Table.from_batches(batches).to_pandas(), quarantine_schema()),
-                            "kafka_timestamp")}, "zstd"))]:
+    for name in ("packed", "rows", "spark"):
         sink = DeltaSink(TableLocation(QUARANTINE, tmp_path / name, {}), with_folder_schema(DEAD_ARROW), folders)
         plan = sink.plan({"sites-a": {0: (0, 40), 1: (5, 9)}, "sites-b": {3: (100, 130)}}, 0, "q")
-        write(frame, [(sink, plan)])
+        if name == "packed":
+            DEAD_ONLY(packed_frame(spark, batches), [(sink, plan)])
+        elif name == "rows":
+            RowWrites(DEAD_TABLE, "zstd")(rows, [(sink, plan)])
+        else:
+            spark_writes(rows, folders, plan.write_dir)
         result = sink.commit(plan)
         assert result.rows == 74
         outcomes[name] = (table_rows(tmp_path / name), written_folders(tmp_path / name))
-    packed, spark_written = outcomes["packed"], outcomes["spark"]
-    assert packed[0] == spark_written[0]  # the same rows, folder columns included (nulls, hours, days)
-    assert sorted(set(packed[1])) == sorted(set(spark_written[1]))  # the same folders
+    for name in ("packed", "rows"):
+        assert outcomes[name][0] == outcomes["spark"][0]  # the same rows, folder columns included (nulls, hours, days)
+        assert sorted(set(outcomes[name][1])) == sorted(set(outcomes["spark"][1]))  # the same folders
     if "date" in partition_by:
-        assert any(HIVE_NULL in folder for folder in packed[1])
+        assert any(HIVE_NULL in folder for folder in outcomes["rows"][1])
 
 
 def test_a_replay_leaves_out_the_committed_offsets_and_replaces_an_earlier_attempt(
@@ -152,8 +166,8 @@ def test_one_job_writes_every_table_and_a_table_without_rows_commits_only_offset
         (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{}}\n{{"sites-a":{{"0":{end}}}}}')
     sinks = [DeltaSink(TableLocation(name, tmp_path / name, {}), with_folder_schema(DEAD_ARROW), ["source_topic"])
              for name in (QUARANTINE, SESSION_ROWS)]
-    write = PackedWrites({QUARANTINE: PackedTable(KIND_DEAD, "kafka_timestamp"),
-                          SESSION_ROWS: PackedTable("absent", "kafka_timestamp")}, "zstd")
+    write = PackedWrites({QUARANTINE: ArrowTable(KIND_DEAD, "kafka_timestamp"),
+                          SESSION_ROWS: ArrowTable("absent", "kafka_timestamp")}, "zstd")
     DeltaBatchWriter(sinks, write, checkpoint)(packed_frame(spark, [dead_rows("sites-a", 0, range(0, 10))]), 1)
     assert [row[2] for row in table_rows(tmp_path / QUARANTINE)] == list(range(10))
     empty = DeltaTable(str(tmp_path / SESSION_ROWS))

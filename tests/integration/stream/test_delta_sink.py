@@ -61,7 +61,6 @@ from streamwarden.tables.ranges import (
     batch_key,
     canonical_ranges,
     committed_within,
-    exclusion_predicate,
     merge_intervals,
     ranges_to_json,
     subtract_interval,
@@ -162,14 +161,6 @@ def test_committed_within_and_uncommitted_split_the_plan() -> None:
                                           "b": {0: [(0, 1)]}}
 
 
-def test_exclusion_predicate_quotes_topics_and_keywords() -> None:
-    assert exclusion_predicate({}) is None
-    assert exclusion_predicate({"a": {0: [(1, 5)], 2: [(7, 9)]}, "o'k": {1: [(0, 3)]}}) == (
-        "NOT ((topic = 'a' AND `partition` = 0 AND `offset` >= 1 AND `offset` < 5) OR "
-        "(topic = 'a' AND `partition` = 2 AND `offset` >= 7 AND `offset` < 9) OR "
-        "(topic = 'o''k' AND `partition` = 1 AND `offset` >= 0 AND `offset` < 3))")
-
-
 # -- one batch -----------------------------------------------------------------------------------------------
 def test_batch_commits_once_and_its_replay_is_fully_committed(tmp_path: Path) -> None:
     sink = sink_of(tmp_path)
@@ -179,7 +170,7 @@ def test_batch_commits_once_and_its_replay_is_fully_committed(tmp_path: Path) ->
     assert (plan.table, plan.batch_id, plan.key) == (EVENTS, BATCH, batch_key(RANGES))
     assert plan.write_dir == str(path / f"batch-{plan.key}") and not Path(plan.write_dir).exists()
     assert plan.covers == as_index(RANGES) and plan.already_committed == {}
-    assert not plan.fully_committed and plan.exclusion_predicate() is None
+    assert not plan.fully_committed
 
     spark_write(plan.write_dir, rows_for(EVENTS, plan.covers), PARTITION_BY)
     result = sink.commit(plan)
@@ -207,10 +198,7 @@ def test_partial_overlap_commits_only_the_missing_offsets(tmp_path: Path) -> Non
     assert plan.covers == {"sites-a": {0: [(100, 150)], 1: [(0, 20)]}}
     assert plan.already_committed == {"sites-a": {0: [(50, 100)]}, "sites-b": {0: [(0, 30)]}}
     assert not plan.fully_committed
-    assert plan.exclusion_predicate() == (
-        "NOT ((topic = 'sites-a' AND `partition` = 0 AND `offset` >= 50 AND `offset` < 100) OR "
-        "(topic = 'sites-b' AND `partition` = 0 AND `offset` >= 0 AND `offset` < 30))")
-    spark_write(plan.write_dir, rows_for(EVENTS, plan.covers), PARTITION_BY)  # rows the predicate keeps
+    spark_write(plan.write_dir, rows_for(EVENTS, plan.covers), PARTITION_BY)  # the rows the writers keep
     result = sink.commit(plan)
     assert result.rows == 70 and result.covers == plan.covers
     assert_exactly_once([tmp_path / EVENTS], {"sites-a": {0: [(0, 150)], 1: [(0, 20)]}, "sites-b": {0: [(0, 30)]}})

@@ -108,7 +108,7 @@ def test_a_local_table_is_reached_through_pyarrows_local_filesystem(tmp_path: Pa
     table = location(tmp_path)
     store, path = table.filesystem()
     assert isinstance(store, fs.LocalFileSystem) and path == str(tmp_path / SESSION_ROWS)
-    assert table.spark_uri == table.uri == str(tmp_path / SESSION_ROWS)
+    assert table.uri == str(tmp_path / SESSION_ROWS)
 
 
 @pytest.mark.parametrize(("root", "options", "kind", "path"), [

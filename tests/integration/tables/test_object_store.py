@@ -1,11 +1,11 @@
-"""Output tables on an object store: the driver-side commit and every reader, against a loopback S3 server.
+"""Output tables on an object store: the executors' files, the driver-side commit and every reader, against a
+loopback S3 server.
 
-A real S3-compatible server (moto's, on 127.0.0.1, dummy credentials) holds the bucket. Spark cannot write
-``s3a://`` here (no hadoop-aws jar), so each batch's files are uploaded the way Spark's
-``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)`` lays them out (hive folders,
-``part-*.parquet``, ``.crc`` files, ``_SUCCESS``, a ``_temporary`` leftover, folder markers); the rest is the
-production path: ``DeltaSink`` plans, lists and reads the files through pyarrow's S3 filesystem and commits
-with delta-rs; ``streamwarden.tables.read`` and ``streamwarden tables`` read the table back.
+A real S3-compatible server (moto's, on 127.0.0.1, dummy credentials) holds the bucket. Each batch's files are
+written by the code the executors run (:class:`~streamwarden.stream.sink.batch_files.BatchFiles`, pyarrow's S3
+filesystem: no Hadoop connector), two tasks per batch; the rest is the production path too: ``DeltaSink``
+plans, lists and reads the files through the same filesystem and commits with delta-rs;
+``streamwarden.tables.read`` and ``streamwarden tables`` read the table back.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import os
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
@@ -28,13 +28,17 @@ from streamwarden.failures import ConfigError, FailureClass
 from streamwarden.settings import Settings, load_settings
 from streamwarden.storage import StoreUri
 from streamwarden.stream.sink import delta_sink
-from streamwarden.stream.sink.delta_sink import BatchPlan, ConcurrentWriterError, DeltaSink
+from streamwarden.stream.sink.batch_files import BatchFiles, with_folder_schema
+from streamwarden.stream.sink.delta_sink import BatchPlan, ConcurrentWriterError, DeltaSink, batch_folder
 from streamwarden.tables import read
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS, TableLocation
+from streamwarden.tables.ranges import flatten
 
-SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                    ("value", pa.string()), ("source_topic", pa.string())])
+ROWS = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                  ("value", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+SCHEMA = with_folder_schema(ROWS)
 PARTITION_BY = ["source_topic"]
+START = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def settings_on(url: str, home: Path) -> Settings:
@@ -54,37 +58,26 @@ def store_of(location: TableLocation) -> fs.FileSystem:
 
 def rows(topic: str, partition: int, start: int, end: int) -> pa.Table:
     return pa.table({"topic": [topic] * (end - start), "partition": pa.array([partition] * (end - start), pa.int32()),
-                     "offset": pa.array(range(start, end), pa.int64()), "value": [f"v{o}" for o in range(start, end)]})
+                     "offset": pa.array(range(start, end), pa.int64()), "value": [f"v{o}" for o in range(start, end)],
+                     "ts": [START + timedelta(seconds=o) for o in range(start, end)]}, schema=ROWS)
 
 
-def spark_upload(store: fs.FileSystem, plan: BatchPlan, parts: dict[str, list[pa.Table]]) -> None:
-    """Upload a batch as Spark's s3a writer leaves it: ``{source_topic: [file rows, ...]}`` under the batch folder."""
-    assert plan.write_dir.startswith("s3a://")
-    folder = plan.write_dir.removeprefix("s3a://")
-    store.delete_dir_contents(folder, missing_dir_ok=True)  # mode("overwrite")
-    write_id = uuid.uuid4()
-    task = 0
-    for topic, files in sorted(parts.items()):
-        hive = f"{folder}/source_topic={topic}"
-        store.create_dir(hive)  # a folder marker object
-        for table in files:
-            name = f"part-{task:05d}-{write_id}.c000.zstd.parquet"
-            pq.write_table(table, f"{hive}/{name}", filesystem=store, compression="zstd")
-            with store.open_output_stream(f"{hive}/.{name}.crc") as crc:
-                crc.write(b"crc")
-            task += 1
-    with store.open_output_stream(f"{folder}/_temporary/0/_temporary/attempt_1/part-00000.parquet") as leftover:
-        pq.write_table(parts[min(parts)][0], leftover)
-    with store.open_output_stream(f"{folder}/_SUCCESS"):
-        pass
+def executor_write(sink: DeltaSink, plan: BatchPlan, tasks: list[pa.Table]) -> None:
+    """What the batch's tasks do: each writes its rows (less the offsets already committed) through pyarrow."""
+    sink.discard_written(plan)
+    files = BatchFiles(sink.location, batch_folder(plan.key), "rows", "ts", tuple(PARTITION_BY), "zstd",
+                       tuple(flatten(plan.already_committed)))
+    for task, table in enumerate(tasks):
+        written = files.open(task)
+        written.add(table)
+        written.close()
 
 
 def write_batch(sink: DeltaSink, topic: str, partition: int, start: int, end: int, *, batch_id: int) -> BatchPlan:
-    """Plan one batch of one topic-partition and upload its rows in two files; the commit is the caller's."""
+    """Plan one batch of one topic-partition and write its rows in two tasks' files; the commit is the caller's."""
     plan = sink.plan({topic: {partition: (start, end)}}, batch_id)
     middle = (start + end) // 2
-    spark_upload(store_of(sink.location), plan, {topic: [rows(topic, partition, start, middle),
-                                                         rows(topic, partition, middle, end)]})
+    executor_write(sink, plan, [rows(topic, partition, start, middle), rows(topic, partition, middle, end)])
     return plan
 
 
@@ -96,15 +89,15 @@ def offsets(settings: Settings) -> list[tuple[str, int, int]]:
 def test_a_batch_commits_once_on_s3_and_its_replay_commits_nothing(settings: Settings) -> None:
     location = TableLocation.of(settings, SESSION_ROWS)
     assert isinstance(location.path, StoreUri)
-    assert location.uri.startswith(f"s3://{BUCKET}/") and location.spark_uri.startswith(f"s3a://{BUCKET}/")
+    assert location.uri.startswith(f"s3://{BUCKET}/")  # given as s3a://: delta-rs and pyarrow name it s3://
     assert not location.exists()
     sink = DeltaSink(location, SCHEMA, PARTITION_BY)
     assert location.exists() and sink.table.version() == 0
 
     plan = write_batch(sink, "sites-0", 0, 0, 100, batch_id=0)
-    assert plan.write_dir == f"{location.spark_uri}/batch-{plan.key}"
+    assert plan.write_dir == f"{location.uri}/batch-{plan.key}"
     result = sink.commit(plan)
-    assert (result.version, result.rows, result.files) == (1, 100, 2)  # markers, .crc, _temporary left out
+    assert (result.version, result.rows, result.files) == (1, 100, 2)  # a file per task
     assert offsets(settings) == [("sites-0", 0, o) for o in range(100)]
     paths = sink.table.get_add_actions(flatten=True).column("path").to_pylist()
     assert all(p.startswith(f"batch-{plan.key}/source_topic=sites-0/part-") for p in paths)
@@ -114,8 +107,7 @@ def test_a_batch_commits_once_on_s3_and_its_replay_commits_nothing(settings: Set
     with pytest.raises(ValueError, match="fully committed"):
         sink.commit(replay)
     overlap = write_batch(DeltaSink(location, SCHEMA, PARTITION_BY), "sites-0", 0, 50, 150, batch_id=1)
-    assert overlap.exclusion_predicate() is not None  # Spark would filter offsets 50-99 out
-    spark_upload(store_of(location), overlap, {"sites-0": [rows("sites-0", 0, 100, 150)]})
+    assert overlap.already_committed == {"sites-0": {0: [(50, 100)]}}  # the tasks leave offsets 50-99 out
     assert sink.commit(overlap).rows == 50
     assert offsets(settings) == [("sites-0", 0, o) for o in range(150)]
     assert read(settings, SESSION_ROWS, version=1).count_rows() == 100

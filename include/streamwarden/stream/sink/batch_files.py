@@ -1,14 +1,19 @@
 """Writes one table's rows of a micro-batch as Parquet files into its batch folder, on the executors, with pyarrow.
 
-The session job's operator emits its rows packed as Arrow IPC payloads
-(:mod:`streamwarden.stream.sessions.packing`). Handing them to Spark's Parquet writer would turn every row
-into a JVM row, sort the rows by folder and encode them again: measured on 2 cores, about half of the JVM's
-CPU in a batch. :class:`PackedFiles` (a ``mapInArrow`` function over the packed output) hands each table's
-payloads, as they arrive, to its :class:`TableFiles`, which writes them the way Spark would have, in the
-layout the sink commits (:mod:`.delta_sink`, step 2). Every table of the batch is written by the one job, in
-the tasks that ran the operator: the batch is evaluated once, without caching it.
+Every file an executor writes for a table goes through the table's pyarrow filesystem
+(:meth:`~streamwarden.tables.location.TableLocation.filesystem`), the one the driver lists and commits with:
+output on ``s3://``, ``gs://`` or ``az://`` needs no Hadoop connector on the cluster. Two ``mapInArrow``
+functions feed a task's rows to a :class:`TableFiles` per table, which writes them the way Spark's Parquet
+writer would have, in the layout the sink commits (:mod:`.delta_sink`, step 2); the batch is evaluated once,
+in one job, without caching it:
 
-1. Gather the task's payloads of the table's kind into one Arrow table, :data:`WRITE_ROWS` rows at a time
+- :class:`PackedFiles`, over the session job's packed output: the operator emits its rows as Arrow IPC
+  payloads (:mod:`streamwarden.stream.sessions.packing`), one kind per table. Handing them to Spark's Parquet
+  writer would turn every row into a JVM row, sort the rows by folder and encode them again: measured on 2
+  cores, about half of the JVM's CPU in a batch.
+- :class:`RowFiles`, over the records pipeline's rows (one table).
+
+1. Gather the task's rows of the table into one Arrow table, :data:`WRITE_ROWS` rows at a time
    (steps 2-4 run on each such step; the last when the task's input ends).
 2. Leave out the rows of offsets the table already holds (the plan's ``already_committed``; a replay after
    a crash between two tables' commits).
@@ -20,8 +25,8 @@ the tasks that ran the operator: the batch is evaluated once, without caching it
    The file is written under a hidden name and renamed once the task's input has ended, so the sink never
    lists a partial file; the name depends only on the task's partition, so a retried task replaces its own
    file.
-5. Yield ``(kind, path, rows)`` per file, and ``(kind, null, rows)`` with the rows the operator declared
-   for the kind in the task (the payloads' ``rows``): the driver checks that the files hold them all.
+5. Yield ``(kind, path, rows)`` per file, and ``(kind, null, rows)`` with the rows the task was given for
+   the kind (the payloads' ``rows``; the records' own count): the driver checks that the files hold them all.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ from streamwarden.tables.ranges import TopicPartitionInterval
 
 WRITTEN_SCHEMA = StructType([StructField("kind", StringType()), StructField("path", StringType()),
                              StructField("rows", LongType())])
-"""What :class:`PackedFiles` yields: one row per file written, and per kind the rows declared (null path)."""
+"""What :class:`PackedFiles` and :class:`RowFiles` yield: one row per file written, and per kind the rows
+declared (null path)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ group of every file it reaches: the task holds one step's rows at a time, howeve
 
 @dataclass(frozen=True)
 class BatchFiles:
-    """Where and how one kind of a batch's packed output is written as one table's Parquet files (steps 1-4)."""
+    """Where and how one kind of a batch's rows is written as one table's Parquet files (steps 1-4)."""
 
     location: TableLocation
     folder: str  # the batch folder, relative to the table
@@ -143,7 +149,7 @@ class BatchFiles:
 
 
 class TableFiles:
-    """The files of one table written by one task: payloads in, steps of :data:`WRITE_ROWS` rows out."""
+    """The files of one table written by one task: rows in, steps of :data:`WRITE_ROWS` rows out."""
 
     def __init__(self, files: BatchFiles, task: int) -> None:
         self.files = files
@@ -154,9 +160,8 @@ class TableFiles:
         self._writers: dict[str, tuple[str, pq.ParquetWriter]] = {}  # folder -> (its hidden file, its writer)
         self._rows: dict[str, int] = {}  # folder -> rows written
 
-    def add(self, payload: bytes) -> None:
-        """Take one payload (an Arrow IPC stream of the table's rows); writes a step when enough are pending."""
-        table = from_ipc(payload)
+    def add(self, table: pa.Table) -> None:
+        """Take some of the table's rows; writes a step when enough are pending."""
         self._pending.append(table)
         self._pending_rows += table.num_rows
         if self._pending_rows >= WRITE_ROWS:
@@ -201,8 +206,7 @@ class PackedFiles:
     tables: tuple[BatchFiles, ...]  # the tables the batch still writes, each of its own kind
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task = TaskContext.get()
-        index = 0 if task is None else task.partitionId()
+        index = _task_index()
         wanted = {files.kind: files for files in self.tables}
         opened: dict[str, TableFiles] = {}
         declared = dict.fromkeys(wanted, 0)
@@ -212,13 +216,42 @@ class PackedFiles:
                 if kind in wanted and payload is not None:
                     if kind not in opened:
                         opened[kind] = wanted[kind].open(index)
-                    opened[kind].add(payload)
+                    opened[kind].add(from_ipc(payload))
                     declared[kind] += rows
-        out: list[tuple[str, str | None, int]] = []
-        for kind, files in opened.items():
-            out.append((kind, None, declared[kind]))
-            out.extend((kind, path, rows) for path, rows in files.close())
-        if out:
-            kinds, paths, counts = zip(*out, strict=True)
-            yield pa.RecordBatch.from_arrays([pa.array(kinds, pa.string()), pa.array(paths, pa.string()),
-                                              pa.array(counts, pa.int64())], names=["kind", "path", "rows"])
+        yield from _written([(kind, files, declared[kind]) for kind, files in opened.items()])
+
+
+@dataclass(frozen=True)
+class RowFiles:
+    """``mapInArrow`` over the rows of one table (the records pipeline): the task's files of it (step 5's rows)."""
+
+    files: BatchFiles
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        opened: TableFiles | None = None
+        declared = 0
+        for batch in batches:
+            if batch.num_rows:
+                if opened is None:
+                    opened = self.files.open(_task_index())
+                opened.add(pa.Table.from_batches([batch]))
+                declared += batch.num_rows
+        if opened is not None:
+            yield from _written([(self.files.kind, opened, declared)])
+
+
+def _task_index() -> int:
+    task = TaskContext.get()
+    return 0 if task is None else task.partitionId()
+
+
+def _written(tables: Sequence[tuple[str, TableFiles, int]]) -> Iterator[pa.RecordBatch]:
+    """Step 5: per table, its declared rows (null path), then each file it closed with its rows."""
+    out: list[tuple[str, str | None, int]] = []
+    for kind, files, declared in tables:
+        out.append((kind, None, declared))
+        out.extend((kind, path, rows) for path, rows in files.close())
+    if out:
+        kinds, paths, counts = zip(*out, strict=True)
+        yield pa.RecordBatch.from_arrays([pa.array(kinds, pa.string()), pa.array(paths, pa.string()),
+                                          pa.array(counts, pa.int64())], names=["kind", "path", "rows"])

@@ -1,9 +1,10 @@
 """Exactly-once commit of a micro-batch's Parquet files into a Delta table, keyed by Kafka offset ranges.
 
-Spark writes the files on the executors; the driver commits them to the table's Delta log. The table is a
-local folder or a folder on an object store (:class:`~streamwarden.tables.location.TableLocation`): Spark
-writes through its Hadoop connector (``s3a://`` on S3), the driver lists and reads the files through a
-pyarrow filesystem and commits with delta-rs. Layout::
+The executors write the files; the driver commits them to the table's Delta log. The table is a local
+folder or a folder on an object store (:class:`~streamwarden.tables.location.TableLocation`): the executors
+write, and the driver lists and reads, through the same pyarrow filesystem
+(:mod:`~streamwarden.stream.sink.batch_files`; no Hadoop connector), and the driver commits with delta-rs.
+Layout::
 
     <output_root>/<table>/_delta_log/...                                     the Delta log
     <output_root>/<table>/batch-<key>/<partition dirs>/part-*.parquet        one folder per batch
@@ -23,11 +24,9 @@ Protocol for one batch and one table:
    (:mod:`streamwarden.tables.committed`) and subtracts them from the planned ranges. The sink keeps what
    it read and what its own commits added: while the table's version is the one its last read or commit
    left, no other commit landed, and the log is not read again (with many topic-partitions those reads
-   grew to seconds per batch as the log grew). Fully
-   committed: the job skips the write. Otherwise the rows of already committed offsets are filtered out
-   (:meth:`BatchPlan.exclusion_predicate`) and Spark writes the rest with
-   ``df.write.mode("overwrite").partitionBy(...).parquet(plan.write_dir)`` (the batch folder as Spark
-   names it); the overwrite clears what an earlier, uncommitted attempt of the same batch in the same
+   grew to seconds per batch as the log grew). Fully committed: the job skips the write. Otherwise the
+   executors write the rows of the offsets not committed yet (``already_committed`` left out) into
+   ``plan.write_dir``, after clearing what an earlier, uncommitted attempt of the same batch in the same
    checkpoint left there, and nothing else (the key names the checkpoint's query).
 2. ``commit()`` lists the written Parquet files through the table's pyarrow filesystem (``_SUCCESS``,
    ``.crc``, files under ``_``/``.`` folders and zero-row files are left out), takes the partition values
@@ -81,7 +80,6 @@ from streamwarden.tables.ranges import (
     batch_key,
     canonical_ranges,
     committed_within,
-    exclusion_predicate,
     ranges_to_json,
     uncommitted,
 )
@@ -107,17 +105,13 @@ class BatchPlan:
     ranges: OffsetRanges
     covers: IntervalIndex  # planned minus already committed: what this batch newly commits
     already_committed: IntervalIndex
-    write_dir: str  # the batch folder as Spark writes to it (a local path, or s3a://... on S3)
+    write_dir: str  # the batch folder: a local path, or its object-store URI
     query_id: str | None = None  # the streaming query (checkpoint) that planned the batch; part of the key
 
     @property
     def fully_committed(self) -> bool:
         """Every planned offset is already in the table: nothing to write."""
         return not self.covers
-
-    def exclusion_predicate(self) -> str | None:
-        """A Spark SQL filter keeping only rows not yet committed, or None when none are."""
-        return exclusion_predicate(self.already_committed) if self.already_committed else None
 
 
 @dataclass(frozen=True)
@@ -174,11 +168,11 @@ class DeltaSink:
         committed = self._runs(partitions_of(ranges)).index()
         key = batch_key(ranges, query_id)
         return BatchPlan(self.name, batch_id, key, ranges, uncommitted(ranges, committed),
-                         committed_within(ranges, committed), f"{self.location.spark_uri}/{batch_folder(key)}",
+                         committed_within(ranges, committed), f"{self.location.uri}/{batch_folder(key)}",
                          query_id)
 
     def commit(self, plan: BatchPlan) -> CommitResult:
-        """Steps 2-4: commit the files Spark wrote to ``plan.write_dir`` with the offsets they cover.
+        """Steps 2-4: commit the files written to ``plan.write_dir`` with the offsets they cover.
 
         The store unreachable at any step is an ENVIRONMENT failure; the replay commits the batch, or skips
         it when the commit landed after all (step 1)."""
