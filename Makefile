@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest install clean bench bench-watermarks longrun soak
+.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks longrun soak
 
 # uv installs the pinned stack in a third of pip's time (parallel downloads).
 $(STAMP): requirements.txt pyproject.toml
@@ -25,6 +25,15 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/streamwarden up
+
+# The production rehearsal: PostgreSQL, Airflow's four components, a Spark standalone master and two workers, an S3
+# server, every part its own process on loopback (docs/deployment.md). Needs the PostgreSQL server, which
+# install-cluster installs from Debian's packages when it is missing (with sudo when not root).
+rehearse: install-cluster $(STAMP)
+	$(BIN)/streamwarden up --topology cluster
+
+install-cluster:
+	@.ci/install-debian-packages postgresql
 
 lint: $(STAMP)
 	$(BIN)/ruff check include plugins jobs dags tests $(wildcard bench)

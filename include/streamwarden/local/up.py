@@ -35,12 +35,13 @@ from types import FrameType
 
 import psutil
 
-from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, FailureClass
+from streamwarden.failures import EXIT_ALREADY_RUNNING, EXIT_CODES, EnvironmentFailure, FailureClass
 from streamwarden.local.airflow_api import TAG, AirflowApi, AirflowApiError
 from streamwarden.local.archive import KEEP, Archived, archive_previous_state
 from streamwarden.local.broker import LOOPBACK, LocalBroker, free_port
 from streamwarden.local.broker_memory import DEMO_RATE, MIB, BrokerMemory, Level, Reading, default_limit, parse_size
 from streamwarden.local.clean_start import Parsing, end_previous_runs, parsed_since, pause_in_database
+from streamwarden.local.cluster import ClusterParts
 from streamwarden.local.forecast import supervisor_forecast
 from streamwarden.local.leftovers import MARK, kill_leftovers
 from streamwarden.local.platform_record import write_platform_record
@@ -49,6 +50,7 @@ from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.rolling import roll_if_full
 from streamwarden.processes import become_child_subreaper, die_with_parent, group_members, reap_adopted
 from streamwarden.settings import Settings
+from streamwarden.settings_loading import CONFIG_FILE_ENV
 from streamwarden.tables.location import RECORDS, SESSION_ROWS, TableLocation
 from streamwarden.warden.launcher import REPO_ENV, log_tail, platform_env, repo_root, venv_bin
 from streamwarden.warden.settings import load_warden_settings
@@ -58,6 +60,7 @@ from streamwarden.warden.stop import LIFECYCLE_POOL, StopFailedError, stop_strea
 __all__ = ["AirflowApi", "LocalPlatform", "PlatformError", "PlatformOptions", "add_arguments", "run_platform"]
 
 SUPERVISOR_DAG = "stream_supervisor"
+TOPOLOGIES = ("embedded", "cluster")
 AIRFLOW_BOOT_TIMEOUT = 300.0
 DAG_PARSE_TIMEOUT = 180.0
 
@@ -73,6 +76,7 @@ class PlatformOptions:
     producer_rate: float
     broker_memory_limit: int
     producer: bool = True  # False: no demo producer (the soak drives producers of its own)
+    topology: str = "embedded"  # or "cluster": the production rehearsal (:mod:`.cluster`)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "memory, at most 4g)")
     parser.add_argument("--no-producer", action="store_false", dest="producer",
                         help="start no demo producer: your own producers write the site topics (the soak does)")
+    parser.add_argument("--topology", choices=TOPOLOGIES, default="embedded",
+                        help="embedded (default): airflow standalone on SQLite, the stream in one local Spark JVM, "
+                             "the tables in a local folder. cluster: the production rehearsal, every part its own "
+                             "process: PostgreSQL, Airflow's api-server, scheduler, dag-processor and triggerer, a "
+                             "Spark standalone master and two workers, an S3 server holding the tables "
+                             "(docs/deployment.md)")
 
 
 def _size(text: str) -> int:
@@ -102,7 +112,7 @@ def _size(text: str) -> int:
 def run_platform(settings: Settings, args: argparse.Namespace) -> int:
     """Run until Ctrl-C/SIGTERM (exit 0) or until a component dies (ENVIRONMENT exit code)."""
     options = PlatformOptions(args.headless, args.api_port, args.producer_rate,
-                              args.broker_memory_limit or default_limit(), args.producer)
+                              args.broker_memory_limit or default_limit(), args.producer, args.topology)
     return LocalPlatform(settings, options, repo_root()).run()
 
 
@@ -115,7 +125,9 @@ class LocalPlatform:
         self.repo = repo
         self.log_bounds = LogBounds.of(settings)
         self.logs = self.log_bounds.folder
-        self.airflow_home = settings.home_paths.airflow
+        self.cluster = (ClusterParts(settings, self.logs, self._spawn_part, signal.SIGTERM)
+                        if options.topology == "cluster" else None)
+        self.airflow_home = settings.home_paths.airflow if self.cluster is None else self.cluster.paths.airflow
         self.broker: LocalBroker | None = None
         self.producer: subprocess.Popen[bytes] | None = None
         self.broker_memory = BrokerMemory(options.broker_memory_limit)
@@ -137,7 +149,11 @@ class LocalPlatform:
             except BlockingIOError:
                 print(f"streamwarden up: another `streamwarden up` runs with {home}", file=sys.stderr)
                 return EXIT_ALREADY_RUNNING
-            self._begin_new_platform()
+            try:
+                self._begin_new_platform()
+            except PlatformError as exc:
+                print(f"streamwarden up: {exc}", file=sys.stderr, flush=True)
+                return EXIT_CODES[FailureClass.CONFIG]
             return self._run()
 
     def _begin_new_platform(self) -> None:
@@ -150,8 +166,13 @@ class LocalPlatform:
         self.archived = archive_previous_state(self.settings, self.started_at)
         if self.archived is not None:
             self._say(self.archived.describe())
-        pause_in_database(self.airflow_home / "airflow.db")
+        pause_in_database(self.airflow_home / "airflow.db")  # the cluster's are paused over its API first
         os.environ[MARK] = str(self.settings.home)  # every process started from here on inherits it
+        if self.cluster is not None:
+            if os.environ.get(CONFIG_FILE_ENV):
+                raise PlatformError(f"--topology cluster writes the stream's secrets file itself; unset "
+                                    f"{CONFIG_FILE_ENV} ({os.environ[CONFIG_FILE_ENV]})")
+            os.environ[CONFIG_FILE_ENV] = str(self.cluster.paths.secrets)
         self.logs.mkdir(parents=True, exist_ok=True)
         self.settings.home_paths.releases.mkdir(exist_ok=True)  # where upgrade_stream's releases are installed
         write_platform_record(self.settings, self.started_at)
@@ -168,7 +189,7 @@ class LocalPlatform:
             self._watch()
         except KeyboardInterrupt:
             self._say("stopping (Ctrl-C again is ignored; every step has a time limit) ...")
-        except (PlatformError, AirflowApiError) as exc:
+        except (PlatformError, AirflowApiError, EnvironmentFailure) as exc:
             print(f"streamwarden up: {exc}", file=sys.stderr, flush=True)
             code = EXIT_CODES[FailureClass.ENVIRONMENT]
         finally:
@@ -188,6 +209,9 @@ class LocalPlatform:
         self._say(f"broker (Tansu, in memory: it keeps every record) on {self.broker.bootstrap_servers}; the "
                   f"demo producer stops when it holds {self.broker_memory.limit / MIB:.0f} MiB")
         env = self._base_env()
+        if self.cluster is not None:
+            self.settings = self.cluster.start_storage_and_compute(self.settings, env, self._say)
+            env = self._base_env()
         if self.options.producer:
             self.producer = _spawn(
                 [sys.executable, "-m", "streamwarden", "produce", "--rate", f"{self.options.producer_rate:g}"],
@@ -199,22 +223,39 @@ class LocalPlatform:
         port = self.options.api_port or free_port()
         base_url = f"http://{LOOPBACK}:{port}"
         self.airflow_home.mkdir(parents=True, exist_ok=True)
-        # SIGINT when `up` dies without stopping it (kill -9): the only signal Airflow stops cleanly on.
-        self.airflow = _spawn([str(venv_bin() / "airflow"), "standalone"], self._airflow_env(env, port),
-                              self.logs / "airflow.log", cwd=self.airflow_home, death_signal=signal.SIGINT)
-        self._say(f"airflow standalone starting (log {self.logs / 'airflow.log'}) ...")
         self.api = api = AirflowApi(base_url)
-        self._wait("the Airflow API", api.healthy, AIRFLOW_BOOT_TIMEOUT)
-        username, password = self._wait_for_login()
-        api.login(username, password)
+        if self.cluster is None:
+            # SIGINT when `up` dies without stopping it (kill -9): the only signal Airflow stops cleanly on.
+            self.airflow = _spawn([str(venv_bin() / "airflow"), "standalone"], self._airflow_env(env, port),
+                                  self.logs / "airflow.log", cwd=self.airflow_home, death_signal=signal.SIGINT)
+            self._say(f"airflow standalone starting (log {self.logs / 'airflow.log'}) ...")
+            self._wait("the Airflow API", api.healthy, AIRFLOW_BOOT_TIMEOUT)
+            username, password = self._wait_for_login()
+            api.login(username, password)
+        else:
+            self.cluster.start_api_server(self._airflow_env(env, port), port, self._say)
+            self.airflow = self.cluster.airflow["api-server"]
+            self._wait("the Airflow API server", api.healthy, AIRFLOW_BOOT_TIMEOUT)
+            username, password = self._wait_for_login()
+            api.login(username, password)
+            paused = [dag["dag_id"] for dag in api.dags(tag=TAG) if not dag.get("is_paused")]
+            for dag_id in paused:  # nothing runs them yet: the scheduler starts next
+                api.set_paused(dag_id, True)
+            self.cluster.start_other_components(self._say)
         self._wait("Airflow's execution API", api.execution_api_ready, AIRFLOW_BOOT_TIMEOUT)
         self._say(f"Airflow API ready after {self._elapsed():.0f}s")
         api.ensure_pool(LIFECYCLE_POOL, 1, "Streamwarden stream start/stop: one at a time")
         self._start_dags(api)
+        cluster_lines = [] if self.cluster is None or self.cluster.spark is None else [
+            f"  Spark master   {self.cluster.spark.url}  (executors on {self.cluster.spark.shape.workers} workers)",
+            f"  PostgreSQL     127.0.0.1:{self.cluster.postgres.port}  (Airflow's database)",
+            f"  Secrets file   {self.cluster.paths.secrets}  (STREAMWARDEN_CONFIG_FILE: the bucket's credentials)",
+        ]
         print("\n".join([
             "",
             f"  Airflow UI     {base_url}  (user {username!r}, password {password!r})",
             f"  Delta tables   {self.settings.output_location}  (list them: streamwarden tables)",
+            *cluster_lines,
             f"  Logs           {self.logs}",
             f"  Earlier runs   {self.settings.home_paths.archive}  (their state, the newest {KEEP} kept)",
             "  Stop           Ctrl-C (drains the stream, then stops everything)",
@@ -265,7 +306,9 @@ class LocalPlatform:
                     log = self.logs / f"{name}.log"
                     raise PlatformError(f"{name} exited with code {code}; last lines of {log}:\n"
                                         f"{log_tail(log)}")
-            reap_adopted({p.pid for _, p in self._components()})
+            if self.cluster is not None:
+                self.cluster.keep_up(self._say)
+            reap_adopted(self._own_pids())
             self._roll_logs()
             memory = self._broker_reading()
             status = read_status(self.settings)
@@ -317,7 +360,9 @@ class LocalPlatform:
     def _stop(self) -> None:
         if self.producer is not None:
             _stop_process(self.producer, "producer", signal.SIGINT, grace=10)
-        if self.airflow is not None:
+        if self.cluster is not None:
+            self.cluster.stop_airflow(lambda process, name: _stop_process(process, name, signal.SIGTERM, grace=30))
+        elif self.airflow is not None:
             _stop_process(self.airflow, "airflow", signal.SIGINT, grace=60)
             _stop_group(self.airflow.pid, grace=10)
         try:
@@ -325,6 +370,8 @@ class LocalPlatform:
             self._say(f"stream: {outcome.method.value} ({outcome.seconds:.1f}s)")
         except StopFailedError as exc:
             self._say(f"stream: {exc}")
+        if self.cluster is not None:
+            self.cluster.stop_rest()
         if self.broker is not None:
             self.broker.stop()
         leftovers = _live_descendants()
@@ -337,14 +384,30 @@ class LocalPlatform:
     # --- helpers ---------------------------------------------------------------------------------------
     def _roll_logs(self) -> None:
         """Roll over each component's log that reached its size bound; then prune what is past the bounds."""
-        rolled = [roll_if_full(self.logs / f"{name}.log", self.log_bounds) for name, _ in self._components()]
+        names = [name for name, _ in self._components()] + (self.cluster.log_names() if self.cluster else [])
+        rolled = [roll_if_full(self.logs / f"{name}.log", self.log_bounds) for name in set(names)]
         if any(rolled):
             prune_logs(self.log_bounds)
 
     def _components(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
-        found = [("broker", self.broker.process if self.broker else None), ("producer", self.producer),
-                 ("airflow", self.airflow)]
+        """The processes whose death ends ``up`` (the cluster's others are started again)."""
+        found = [("broker", self.broker.process if self.broker else None), ("producer", self.producer)]
+        if self.cluster is None:
+            found.append(("airflow", self.airflow))
+        else:
+            found.extend(self.cluster.processes())
         return [(name, process) for name, process in found if process is not None]
+
+    def _own_pids(self) -> set[int]:
+        """The children this process started itself (their ``Popen`` reaps them)."""
+        own = {process.pid for _, process in self._components()}
+        if self.cluster is not None:
+            own |= self.cluster.pids()
+        return own
+
+    def _spawn_part(self, command: list[str], env: dict[str, str], log_path: Path,
+                    cwd: Path) -> subprocess.Popen[bytes]:
+        return _spawn(command, env, log_path, cwd, death_signal=signal.SIGTERM)
 
     def _base_env(self) -> dict[str, str]:
         """Every setting given to `up` (the stream's as resolved here), this venv first, where the checkout is."""
@@ -379,9 +442,10 @@ class LocalPlatform:
         deadline = time.monotonic() + timeout
         while not ready():
             if self.airflow is not None and self.airflow.poll() is not None:
-                log = self.logs / "airflow.log"
-                raise PlatformError(f"airflow standalone exited with code {self.airflow.returncode} "
-                                    f"while waiting for {what}; last lines of {log}:\n{log_tail(log)}")
+                log = self.logs / ("airflow.log" if self.cluster is None else "airflow-api-server.log")
+                raise PlatformError(f"{'airflow standalone' if self.cluster is None else 'the Airflow API server'} "
+                                    f"exited with code {self.airflow.returncode} while waiting for {what}; last "
+                                    f"lines of {log}:\n{log_tail(log)}")
             if time.monotonic() > deadline:
                 detail = on_timeout() if on_timeout else ""
                 suffix = f":\n{detail}" if detail else ""

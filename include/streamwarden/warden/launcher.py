@@ -30,8 +30,8 @@ from streamwarden.logs.pruning import prune_logs
 from streamwarden.process_setup import launch_env
 from streamwarden.runfiles.hold import refuse_if_held
 from streamwarden.runfiles.lease import LeaseHolder, describe_holder, is_held, read_holder
-from streamwarden.settings import Settings
-from streamwarden.settings_loading import ENV_PREFIX
+from streamwarden.settings import SECRET_FIELDS, Settings
+from streamwarden.settings_loading import CONFIG_FILE_ENV, ENV_PREFIX, read_config_file
 
 REPO_ENV = "STREAMWARDEN_REPO"
 CommandBuilder = Callable[[Settings, Path], list[str]]
@@ -132,10 +132,18 @@ def running_holder(settings: Settings) -> LeaseHolder | None:
 def stream_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The stream's environment: ``base`` without Airflow's or stale Streamwarden variables, plus the
     settings, what spark-submit reads before the job runs (:func:`~streamwarden.process_setup.launch_env`),
-    this interpreter for PySpark and this environment's scripts first on ``PATH``."""
+    this interpreter for PySpark and this environment's scripts first on ``PATH``.
+
+    A secret setting (storage options, Spark or Kafka configuration) that ``base``'s config file
+    (``STREAMWARDEN_CONFIG_FILE``) holds stays there: the file is passed on, the value is not copied into the
+    environment, where every process of the user could read it."""
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not k.startswith(("AIRFLOW", ENV_PREFIX))}
     env.update(settings.to_env())
+    if source.get(CONFIG_FILE_ENV):
+        env[CONFIG_FILE_ENV] = source[CONFIG_FILE_ENV]
+        for name in SECRET_FIELDS & set(read_config_file(source)):
+            env.pop(f"{ENV_PREFIX}{name.upper()}", None)
     env.update(launch_env(settings, source))
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["PATH"] = os.pathsep.join([str(venv_bin()), env.get("PATH", os.defpath)])
