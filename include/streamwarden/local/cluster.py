@@ -40,6 +40,7 @@ Spawn = Callable[[list[str], dict[str, str], Path, Path], subprocess.Popen[bytes
 """Starts a command with an environment, a log and a working folder (``up``'s ``_spawn``)."""
 STREAM_SETTINGS = {"shuffle_partitions": 2, "max_read_tasks": 2}
 """One wave of tasks on the rehearsal's two one-core executors."""
+OUTPUT_ROOT = f"s3://{BUCKET}/tables"
 EXECUTORS = {"spark.executor.cores": "1", "spark.executor.memory": "1g", "spark.cores.max": "2"}
 
 
@@ -64,7 +65,8 @@ class ClusterPaths:
 
     @property
     def secrets(self) -> Path:
-        """The stream's secrets file (``STREAMWARDEN_CONFIG_FILE``): the bucket's credentials."""
+        """The stream's secrets file (``STREAMWARDEN_CONFIG_FILE``): where the tables are, the bucket's
+        credentials."""
         return self.root / "streamwarden.yaml"
 
     @property
@@ -107,12 +109,21 @@ class ClusterParts:
         self.restartable: list[Restartable] = []
 
     # --- before Airflow --------------------------------------------------------------------------------
-    def start_storage_and_compute(self, settings: Settings, env: dict[str, str], say: Say) -> Settings:
-        """PostgreSQL, the S3 server with its bucket, the Spark cluster; ``settings`` pointed at them."""
+    def prepare(self) -> Path:
+        """The folders, and the stream's secrets file (the S3 server's port is chosen already): its path."""
         self.paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.paths.holds.mkdir(exist_ok=True)
+        path = self.paths.secrets
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(yaml.safe_dump({"output_root": OUTPUT_ROOT, "storage_options": self._storage_options()},
+                                       sort_keys=True))
+        return path
+
+    def start_storage_and_compute(self, settings: Settings, env: dict[str, str], say: Say) -> Settings:
+        """PostgreSQL, the S3 server with its bucket, the Spark cluster; ``settings`` pointed at them."""
         self.postgres.start()
-        say(f"PostgreSQL {self.postgres.port} on 127.0.0.1 (Airflow's database; data in {self.postgres.data})")
+        say(f"PostgreSQL on 127.0.0.1:{self.postgres.port} (Airflow's database; data in {self.postgres.data})")
         options = self._storage_options()
         self.store.start(options)
         say(f"S3 server (moto) on {self.store.endpoint}, bucket {BUCKET!r}: the output tables")
@@ -120,11 +131,11 @@ class ClusterParts:
         shape = self.spark.shape
         say(f"Spark master {self.spark.url} with {shape.workers} workers of {shape.worker_cores} core and "
             f"{shape.worker_memory} each (logs {self.paths.spark})")
-        self._write_secrets_file(options)
         spark_conf = {**EXECUTORS, **settings.spark_conf}
-        return settings.model_copy(update={"spark_master": self.spark.url, "output_root": f"s3://{BUCKET}/tables",
-                                           "storage_options": options, "spark_conf": spark_conf,
-                                           **STREAM_SETTINGS})
+        # validated again (not model_copy): the derived locations are cached on the object
+        return Settings.model_validate({**settings.model_dump(), "spark_master": self.spark.url,
+                                        "output_root": OUTPUT_ROOT, "storage_options": options,
+                                        "spark_conf": spark_conf, **STREAM_SETTINGS})
 
     def _storage_options(self) -> dict[str, str]:
         """The bucket's options (delta-rs's names); the key pair is made once per home."""
@@ -137,12 +148,6 @@ class ClusterParts:
                                         "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30)}))
         keys: dict[str, str] = json.loads(path.read_text())
         return {**keys, "AWS_ENDPOINT_URL": self.store.endpoint, "AWS_REGION": REGION, "AWS_ALLOW_HTTP": "true"}
-
-    def _write_secrets_file(self, options: dict[str, str]) -> None:
-        path = self.paths.secrets
-        path.touch(mode=0o600)
-        path.chmod(0o600)
-        path.write_text(yaml.safe_dump({"storage_options": options}, sort_keys=True))
 
     # --- Airflow ---------------------------------------------------------------------------------------
     def start_api_server(self, base_env: dict[str, str], api_port: int, say: Say) -> None:

@@ -118,6 +118,9 @@ class LocalPostgres:
     def start(self, timeout: float = 60.0) -> LocalPostgres:
         """Make the cluster if there is none, start the server, make the database; ENVIRONMENT when it cannot."""
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if (self.data / "PG_VERSION").is_file() and not self.password_file.is_file():
+            # a cluster outside the home whose home was deleted: nobody can log in to it any more
+            shutil.rmtree(self.data)
         if not (self.data / "PG_VERSION").is_file():
             self._initdb()
         self.port = self.port or free_port()

@@ -172,7 +172,7 @@ class LocalPlatform:
             if os.environ.get(CONFIG_FILE_ENV):
                 raise PlatformError(f"--topology cluster writes the stream's secrets file itself; unset "
                                     f"{CONFIG_FILE_ENV} ({os.environ[CONFIG_FILE_ENV]})")
-            os.environ[CONFIG_FILE_ENV] = str(self.cluster.paths.secrets)
+            os.environ[CONFIG_FILE_ENV] = str(self.cluster.prepare())
         self.logs.mkdir(parents=True, exist_ok=True)
         self.settings.home_paths.releases.mkdir(exist_ok=True)  # where upgrade_stream's releases are installed
         write_platform_record(self.settings, self.started_at)
@@ -249,7 +249,8 @@ class LocalPlatform:
         cluster_lines = [] if self.cluster is None or self.cluster.spark is None else [
             f"  Spark master   {self.cluster.spark.url}  (executors on {self.cluster.spark.shape.workers} workers)",
             f"  PostgreSQL     127.0.0.1:{self.cluster.postgres.port}  (Airflow's database)",
-            f"  Secrets file   {self.cluster.paths.secrets}  (STREAMWARDEN_CONFIG_FILE: the bucket's credentials)",
+            f"  Secrets file   {self.cluster.paths.secrets}  (the bucket and its credentials: "
+            f"STREAMWARDEN_CONFIG_FILE={self.cluster.paths.secrets} streamwarden tables)",
         ]
         print("\n".join([
             "",
