@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from streamwarden.failures import EnvironmentFailure
 from streamwarden.local.airflow_components import COMPONENTS, component_command, component_env, migrate
 from streamwarden.local.object_store import BUCKET, REGION, LocalObjectStore
 from streamwarden.local.postgres import LocalPostgres
@@ -82,14 +83,36 @@ class ClusterPaths:
         return self.root / "holds"
 
 
+RESTART_BACKOFF = (1.0, 60.0)
+"""The first and the longest wait before a part that died is started again: doubled at each death of a part that
+ran less than the longest wait (Airflow's components exit while their database is down), reset after one that
+ran longer."""
+
+
 @dataclass
 class Restartable:
-    """A part ``up`` starts again when it dies: how to start it, whether it runs, how often it was restarted."""
+    """A part ``up`` starts again when it dies: how to start it, whether it runs, when it was (re)started."""
 
     name: str
     start: Callable[[], object]
     alive: Callable[[], bool]
     restarts: list[float] = field(default_factory=list)
+    started_at: float = field(default_factory=time.monotonic)
+    died_at: float | None = None
+    wait: float = RESTART_BACKOFF[0]
+
+    def due(self, now: float) -> bool:
+        """Dead, and waited long enough: the wait doubles after a short run and is reset after a long one."""
+        if self.died_at is None:
+            self.died_at = now
+            ran = now - self.started_at
+            first, longest = RESTART_BACKOFF
+            self.wait = first if ran > longest else min(longest, self.wait * 2 if self.restarts else first)
+        return now - self.died_at >= self.wait
+
+    def restarted(self, now: float) -> None:
+        self.restarts.append(time.time())
+        self.started_at, self.died_at = now, None
 
 
 class ClusterParts:
@@ -190,13 +213,17 @@ class ClusterParts:
 
     # --- while it runs ---------------------------------------------------------------------------------
     def keep_up(self, say: Say) -> None:
-        """Start every part that died again, unless it is held."""
+        """Start every part that died again, after its backoff, unless it is held."""
         for part in self.restartable:
-            if part.alive() or (self.paths.holds / part.name).exists():
+            if part.alive() or (self.paths.holds / part.name).exists() or not part.due(time.monotonic()):
                 continue
-            part.restarts.append(time.time())
-            say(f"{part.name} is not running; starting it again (restart {len(part.restarts)})")
-            part.start()
+            say(f"{part.name} is not running; starting it again (restart {len(part.restarts) + 1}, after "
+                f"{part.wait:.0f}s)")
+            try:
+                part.start()
+            except EnvironmentFailure as exc:
+                say(f"{part.name} did not start: {exc.message}; trying again")
+            part.restarted(time.monotonic())
 
     def processes(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
         """The parts whose death ends ``up`` (the S3 server); the others are restarted."""
