@@ -13,6 +13,11 @@ import pytest
 import yaml
 
 from fixtures import REPO
+from streamwarden.local.airflow_components import COMPONENTS
+from streamwarden.local.airflow_components import SETTINGS as AIRFLOW_SETTINGS
+from streamwarden.local.cluster import EXECUTORS, OUTPUT_ROOT, STREAM_SETTINGS
+from streamwarden.local.spark_cluster import ClusterShape
+from streamwarden.secrets import is_secret_key
 
 SCHEMA = REPO.parent / "shared" / "compose-spec.json"
 
@@ -36,8 +41,47 @@ def test_matches_the_compose_specification(compose: dict[str, Any]) -> None:
 
 
 def test_has_the_production_components(compose: dict[str, Any]) -> None:
-    assert {"kafka", "spark-master", "spark-worker", "postgres", "airflow-api-server", "airflow-scheduler",
-            "airflow-dag-processor", "airflow-triggerer", "airflow-init"} <= set(compose["services"])
+    assert {"kafka", "spark-master", "spark-worker-1", "spark-worker-2", "postgres", "s3", "airflow-api-server",
+            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init"} <= set(
+        compose["services"])
+
+
+def test_is_the_topology_the_rehearsal_runs(compose: dict[str, Any]) -> None:
+    """One description, two forms: `up --topology cluster` (streamwarden.local.cluster) and this file agree on
+    the Airflow components and their commands, the executor, the Spark workers' cores and memory, the executors,
+    the stream's settings and where the tables are."""
+    services = compose["services"]
+    for name in COMPONENTS:
+        assert services[f"airflow-{name}"]["command"] == [name], name
+    env = compose["x-airflow-env"]
+    assert {key: env[key] for key in AIRFLOW_SETTINGS} == AIRFLOW_SETTINGS
+    shape = ClusterShape()
+    workers = sorted(name for name in services if name.startswith("spark-worker-"))
+    assert workers == [f"spark-worker-{n}" for n in range(1, shape.workers + 1)]
+    for name in workers:
+        command = services[name]["command"]
+        cores, memory = command[command.index("--cores") + 1], command[command.index("--memory") + 1]
+        assert (int(cores), memory) == (shape.worker_cores, shape.worker_memory), name
+    stream = compose["x-streamwarden-env"]
+    assert {key: stream[f"STREAMWARDEN_{key.upper()}"] for key in STREAM_SETTINGS} == {
+        key: str(value) for key, value in STREAM_SETTINGS.items()}
+    assert json.loads(stream["STREAMWARDEN_SPARK_CONF"]).items() >= EXECUTORS.items()
+    assert stream["STREAMWARDEN_OUTPUT_ROOT"] == OUTPUT_ROOT
+    assert yaml.safe_load((REPO / "streamwarden-config.example.yaml").read_text())["output_root"] == OUTPUT_ROOT
+
+
+def test_the_stream_secrets_reach_only_what_reads_settings(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    stream = compose["x-streamwarden-env"]
+    assert stream["STREAMWARDEN_CONFIG_FILE"] == "/run/secrets/streamwarden-config"
+    for name, service in services.items():
+        environment = service.get("environment", {})
+        if isinstance(environment, dict) and "STREAMWARDEN_CONFIG_FILE" in environment:
+            assert "streamwarden-config" in service.get("secrets", []), name
+    for name in ("spark-worker-1", "spark-worker-2", "spark-master", "s3"):
+        assert "secrets" not in services[name], name
+    example = yaml.safe_load((REPO / "streamwarden-config.example.yaml").read_text())["storage_options"]
+    assert {example[k] for k in example if is_secret_key(k)} == {"change-me"}
 
 
 def test_dependencies_exist(compose: dict[str, Any]) -> None:
@@ -48,7 +92,7 @@ def test_dependencies_exist(compose: dict[str, Any]) -> None:
 
 def test_no_credentials_in_the_compose_file() -> None:
     text = (REPO / "docker-compose.yaml").read_text()
-    assert not re.search(r"(?i)(password|secret|fernet|jwt)[\w.]*\s*[:=]\s*['\"]?[^\s$'\"]", text)
+    assert not re.search(r"(?i)(password|secret|fernet|jwt)[\w.]*[ \t]*[:=][ \t]*['\"]?[^\s$'\"]", text)
     assert not re.search(r"\w+://[^/\s:@]+:[^@\s]+@", text), "URLs with a password belong in .env"
 
 

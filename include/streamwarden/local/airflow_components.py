@@ -22,6 +22,8 @@ from streamwarden.warden.launcher import log_tail, venv_bin
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 """The components, in the order they start (the API server first: the others report to it)."""
+SETTINGS = {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+"""What every component runs with beside the embedded platform's settings (docker-compose.yaml too)."""
 SECRET_NAMES = {"jwt_secret": "AIRFLOW__API_AUTH__JWT_SECRET", "fernet_key": "AIRFLOW__CORE__FERNET_KEY",
                 "secret_key": "AIRFLOW__API__SECRET_KEY"}
 
@@ -45,7 +47,7 @@ def component_env(base: dict[str, str], database_url: str, api_url: str, secrets
     return {
         **base,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url,
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        **SETTINGS,
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url}/execution/",
         **airflow_secrets(secrets_file),
     }
