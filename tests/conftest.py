@@ -51,7 +51,10 @@ AIRFLOW_SIDE = ("dags", "ui", "local", "warden")
 first: the stream's job processes, maintenance and recovery beside it)."""
 SOAK = "tests/drills/soak/"
 """The short soak: the longest single file (a whole platform for eight minutes), first on the third worker."""
-BESIDE_EITHER = (SOAK, "tests/drills/logs/", "tests/drills/test_bench_floor.py", "tests/drills/test_bench_smoke.py",
+REHEARSAL = "tests/drills/rehearsal/"
+"""The production rehearsal under faults: a whole cluster topology for about a quarter of an hour."""
+BESIDE_EITHER = (SOAK, REHEARSAL, "tests/drills/logs/", "tests/drills/test_bench_floor.py",
+                 "tests/drills/test_bench_smoke.py",
                  "tests/drills/stream/test_stream_failures.py", "tests/drills/dags/test_recover_stream_dag.py",
                  "tests/drills/upgrade/test_upgrade_drills.py")
 """Drill files that judge outcomes, not timings (a failure class, a log bound, the bench's own floors, a recovery
@@ -76,13 +79,15 @@ def _drill_units() -> dict[str, str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The drill units first, so that two of the workers each start one (the longest work), then the soak, which the
-    third takes before the other files; the first two join in as their units end."""
+    third takes before the other files, then the rehearsal, for the first worker free; the others join in as their
+    units end."""
     units = _drill_units()
-    rank = {"drills-stream": 0, "drills-airflow": 1, SOAK: 2}
+    rank = {"drills-stream": 0, "drills-airflow": 1, SOAK: 2, REHEARSAL: 3}
 
     def order(item: pytest.Item) -> int:
         path = item.nodeid.split("::", 1)[0]
-        return rank.get(SOAK if path.startswith(SOAK) else units.get(path, ""), 3)
+        alone = next((prefix for prefix in (SOAK, REHEARSAL) if path.startswith(prefix)), None)
+        return rank.get(alone or units.get(path, ""), 4)
 
     items.sort(key=order)
 

@@ -53,7 +53,7 @@ from streamwarden.tables.reading import read
 from streamwarden.testing.replay import caught_up, final_tables
 from streamwarden.warden.status import read_status
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 FIRST_BATCH_LIMIT = 180.0
 HEAL_LIMIT = 300.0
 OUTAGE = 60.0
