@@ -149,3 +149,29 @@ def test_a_failure_carrying_the_secret_reaches_no_status_alert_webhook_or_task_l
     del leaks[str(failure)]  # the raw input of this test
     assert [where for where, text in leaks.items() if MARKER in text] == []
     assert (home / "run" / "alerts.jsonl").stat().st_mode & 0o077 == 0
+
+
+def test_a_secret_the_config_file_holds_stays_in_the_file_for_the_stream_and_the_platform(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rehearsal's secrets file: the stream and Airflow get the file's path, never its secret values in their
+    environment (where every process of the user could read them), and read them back from the file."""
+    from streamwarden.settings import load_settings
+    from streamwarden.warden.launcher import platform_env, stream_env
+
+    secret = "s3-secret-value-93f1"
+    config = tmp_path / "streamwarden.yaml"
+    config.write_text(f"output_root: s3://lake/tables\nstorage_options:\n  AWS_SECRET_ACCESS_KEY: {secret}\n"
+                      "  AWS_ACCESS_KEY_ID: key-id\n")
+    monkeypatch.setenv("STREAMWARDEN_CONFIG_FILE", str(config))
+    monkeypatch.setenv("STREAMWARDEN_HOME", str(tmp_path / "home"))
+    settings = load_settings()
+    assert settings.storage_options["AWS_SECRET_ACCESS_KEY"] == secret
+    for env in (stream_env(settings), platform_env(settings)):
+        assert env["STREAMWARDEN_CONFIG_FILE"] == str(config)
+        assert "STREAMWARDEN_STORAGE_OPTIONS" not in env
+        assert not any(secret in value for value in env.values())
+        assert env["STREAMWARDEN_OUTPUT_ROOT"] == "s3://lake/tables"  # not secret: in the environment as before
+    child = subprocess.run([sys.executable, "-c", "from streamwarden.settings import load_settings; "
+                            "print(load_settings().storage_options['AWS_ACCESS_KEY_ID'])"],
+                           env=stream_env(settings), capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "key-id"
