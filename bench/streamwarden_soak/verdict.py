@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from streamwarden_longrun.analysis import Summary, summarize
+from streamwarden_longrun.analysis import Death, Summary, summarize
 from streamwarden_longrun.records import RunLog
 
 from .bounds import Halves, bounded
@@ -44,12 +44,20 @@ class SoakSummary:
         return document
 
 
-def _unexplained_deaths(platform: Summary, faults: list[dict[str, Any]]) -> list[str]:
-    killing = [(f["began_s"], f.get("ended_s") or f["began_s"]) for f in faults if f["injected"]
+def unexplained_deaths(deaths: list[Death], faults: list[dict[str, Any]]) -> list[str]:
+    """The stream deaths no fault explains: a kill, a hang or an operator's action of the stream near the death,
+    or a broker pause for an ENVIRONMENT death (a stream that starts while the broker does not answer gives up
+    after its broker timeout, classified, and is restarted; any other class then is a defect)."""
+    def window(fault: dict[str, Any]) -> tuple[float, float]:
+        return fault["began_s"] - 2, (fault.get("ended_s") or fault["began_s"]) + DEATH_GRACE_S
+
+    killing = [window(f) for f in faults if f["injected"]
                and f["kind"] in (FaultKind.KILL_STREAM, FaultKind.HANG_STREAM, *OPERATOR_KINDS)]
+    pauses = [window(f) for f in faults if f["injected"] and f["kind"] == FaultKind.PAUSE_BROKER]
     return [f"pid {d.pid} at {d.at_s / 60:.1f} min ({d.failure_class or 'no failure document'}: "
-            f"{(d.message or '')[:200]})" for d in platform.stream.deaths
-            if not any(began - 2 <= d.at_s <= ended + DEATH_GRACE_S for began, ended in killing)]
+            f"{(d.message or '')[:200]})" for d in deaths
+            if not any(start <= d.at_s <= end for start, end in killing)
+            and not (d.failure_class == "ENVIRONMENT" and any(start <= d.at_s <= end for start, end in pauses))]
 
 
 def _fds(soak: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -78,7 +86,7 @@ def summarize_soak(results: Path, output: Path, options: dict[str, Any]) -> Soak
         options=options, faults_planned=len(plan.get("faults", [])), faults_injected=len(injected),
         faults_by_kind={kind.value: sum(1 for f in injected if f["kind"] == kind) for kind in FaultKind},
         data=data, behaviour=seen, final_validation=settle.get("final_validation") or {},
-        caught_up_s=settle.get("caught_up_s"), unexplained_deaths=_unexplained_deaths(platform, faults),
+        caught_up_s=settle.get("caught_up_s"), unexplained_deaths=unexplained_deaths(platform.stream.deaths, faults),
         fds=_fds(soak), bounds_judged=judged, bounds=halves, platform=platform, verdict="", reasons=[])
     summary.reasons = reasons(summary, int(options.get("min_faults", 0)))
     summary.verdict = "fail" if summary.reasons else "pass"
