@@ -9,6 +9,7 @@ environment's interpreter, so they import Streamwarden as the driver does.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -30,10 +31,12 @@ DAEMON_MEMORY = "256m"
 
 
 def spark_home() -> Path:
-    """This environment's Spark: the ``pyspark`` package holds its jars and scripts."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent
+    """This environment's Spark: the ``pyspark`` package holds its jars and scripts (found, not imported: the
+    platform's side runs without Spark in its processes)."""
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        raise EnvironmentFailure("PySpark is not installed in this environment (make install)")
+    return Path(found.origin).parent
 
 
 @dataclass(frozen=True)
