@@ -249,13 +249,12 @@ class LocalPlatform:
         cluster_lines = [] if self.cluster is None or self.cluster.spark is None else [
             f"  Spark master   {self.cluster.spark.url}  (executors on {self.cluster.spark.shape.workers} workers)",
             f"  PostgreSQL     127.0.0.1:{self.cluster.postgres.port}  (Airflow's database)",
-            f"  Secrets file   {self.cluster.paths.secrets}  (the bucket and its credentials: "
-            f"STREAMWARDEN_CONFIG_FILE={self.cluster.paths.secrets} streamwarden tables)",
+            f"  Secrets file   {self.cluster.paths.secrets}  (where the tables are, the bucket's credentials)",
         ]
         print("\n".join([
             "",
             f"  Airflow UI     {base_url}  (user {username!r}, password {password!r})",
-            f"  Delta tables   {self.settings.output_location}  (list them: streamwarden tables)",
+            f"  Delta tables   {self.settings.output_location}  (list them: {self._tables_command()})",
             *cluster_lines,
             f"  Logs           {self.logs}",
             f"  Earlier runs   {self.settings.home_paths.archive}  (their state, the newest {KEEP} kept)",
@@ -430,6 +429,12 @@ class LocalPlatform:
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection),
         }
+
+    def _tables_command(self) -> str:
+        """How to list the tables from another shell: the rehearsal's are reached through its secrets file."""
+        if self.cluster is None:
+            return "streamwarden tables"
+        return f"STREAMWARDEN_CONFIG_FILE={self.cluster.paths.secrets} streamwarden tables"
 
     def _wait_for_login(self) -> tuple[str, str]:
         path = self.airflow_home / "simple_auth_manager_passwords.json.generated"
