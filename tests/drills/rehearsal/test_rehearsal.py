@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +47,7 @@ from fixtures import REPO
 from fixtures.sessions import SCHEMA
 from fixtures.stream_process import all_offsets, log_ends
 from streamwarden.local.airflow_api import AirflowApi
+from streamwarden.local.postgres import ServerUser, data_folder
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
@@ -243,6 +245,9 @@ def rehearsal(tmp_path: Path) -> Iterator[Rehearsal]:
             except subprocess.TimeoutExpired:
                 kill_tree(psutil.Process(platform.up.pid))
                 platform.up.wait(30)
+        # as root PostgreSQL's data is outside the home (/var/tmp): a test's home is never used again
+        shutil.rmtree(data_folder(platform.home / "cluster" / "postgres" / "data", ServerUser.for_this_process()),
+                      ignore_errors=True)
 
 
 def test_the_rehearsal_heals_every_fault_of_a_distributed_deployment_exactly_once(rehearsal: Rehearsal) -> None:
