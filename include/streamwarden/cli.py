@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from streamwarden.failures import EXIT_CODES, FailureClass, StreamwardenError
 from streamwarden.secrets import scrub
@@ -59,6 +61,31 @@ def _stop(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.warden.stop import request_stop
 
     return request_stop(settings, wait=args.wait)
+
+
+def _launch(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.stream_host.commands import launch
+    from streamwarden.upgrade.release import load_release_settings
+
+    answer = launch(load_release_settings(), args.spark_options, args.lease_timeout)
+    print(answer.to_line(), flush=True)
+    return answer.exit_status
+
+
+def _halt(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.stream_host.commands import halt
+    from streamwarden.upgrade.release import load_release_settings
+
+    answer = halt(load_release_settings(), args.drain_timeout, args.term_timeout)
+    print(answer.to_line(), flush=True)
+    return answer.exit_status
+
+
+def _stream_host(settings: Settings, args: argparse.Namespace) -> int:
+    from streamwarden.stream_host.sshd import ServerSpec, StreamHostFiles, serve
+
+    serve(ServerSpec(args.listen, args.port, args.host_key, args.authorized_keys, args.login),
+          StreamHostFiles(args.folder or settings.home / "stream-host"))
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
@@ -176,6 +203,30 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
                       help="wait up to SECONDS for the stream to exit (default: do not wait)")
     stop.set_defaults(func=_stop)
+    launch = sub.add_parser("launch", help="start the stream detached on this host; one JSON answer (what a "
+                            "stream host runs for the warden)")
+    launch.add_argument("--lease-timeout", type=_seconds, default=180.0, metavar="SECONDS",
+                        help="the stream must hold its lease within SECONDS (default: 180)")
+    launch.add_argument("spark_options", nargs="*", metavar="SPARK_SUBMIT_OPTION",
+                        help="after --: spark-submit's options (default: the settings' master and query name)")
+    launch.set_defaults(func=_launch)
+    halt = sub.add_parser("halt", help="stop the stream on this host: drain, then SIGTERM, then SIGKILL; one JSON "
+                          "answer")
+    halt.add_argument("--drain-timeout", type=_seconds, default=120.0, metavar="SECONDS")
+    halt.add_argument("--term-timeout", type=_seconds, default=30.0, metavar="SECONDS")
+    halt.set_defaults(func=_halt)
+    host = sub.add_parser("stream-host", help="serve as the stream host: an SSH server whose sessions may only "
+                          "launch or halt the stream (docs/deployment.md)")
+    host.add_argument("--listen", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    host.add_argument("--port", type=_port, default=2222, help="port to listen on (default: 2222)")
+    host.add_argument("--host-key", type=Path, required=True, help="the server's private host key")
+    host.add_argument("--authorized-keys", type=Path, required=True, help="the warden's public key(s)")
+    host.add_argument("--login", default=getpass.getuser(), help="the user the warden logs in as (default: this one)")
+    host.add_argument("--folder", type=Path, help="its configuration (default: $STREAMWARDEN_HOME/stream-host)")
+    host.set_defaults(func=_stream_host)
+    session = sub.add_parser("stream-host-session", help="the stream host's gate, run by its SSH server for each "
+                             "session")
+    session.add_argument("--env-file", type=Path, required=True)
     sub.add_parser("status", help="print the stream's health as JSON").set_defaults(func=_status)
     sub.add_parser("release-hold", help="release the hold of a recovery or upgrade run that is gone, so the "
                    "warden may start the stream again").set_defaults(func=_release_hold)
@@ -218,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "stream":
         return _stream()
+    if args.command == "stream-host-session":  # the command it runs checks the settings
+        from streamwarden.stream_host.gate import run_session
+
+        return run_session(args.env_file)
     command: Command = args.func
     try:
         settings = load_settings()

@@ -53,10 +53,12 @@ class StreamAlreadyRunningError(LaunchError):
 class StreamLaunchFailedError(LaunchError):
     """The launched process died, or did not take the lease in time."""
 
-    def __init__(self, message: str, log_path: Path, exit_code: int | None) -> None:
+    def __init__(self, message: str, log_path: Path, exit_code: int | None, tail: str | None = None) -> None:
+        self.reason = message
         self.log_path = log_path
         self.exit_code = exit_code
-        super().__init__(f"{message}; log {log_path}:\n{log_tail(log_path)}")
+        self.tail = log_tail(log_path) if tail is None else tail  # a stream host sends the tail of its own log
+        super().__init__(f"{message}; log {log_path}:\n{self.tail}")
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,17 @@ class LaunchRecord:
     command: list[str]
     log_path: str
     launched_at: str
+    host: str = ""  # empty in a record written before launches named their host: this host
+    via: str = "local"  # "ssh <client> <port> -> <server> <port>" when a stream host launched it for a warden
+
+    def on_this_host(self) -> bool:
+        return not self.host or self.host == socket.gethostname()
 
     def leader_alive(self) -> bool:
-        """True while the launched leader process (the same one, not a reused pid) still runs."""
+        """True while the launched leader process (the same one, not a reused pid) still runs on this host (a
+        leader a stream host launched elsewhere cannot be seen from here: False)."""
+        if not self.on_this_host():
+            return False
         try:
             process = psutil.Process(self.pid)
             return (abs(process.create_time() - self.create_time) < 0.01
@@ -110,13 +120,14 @@ def read_launch_record(settings: Settings) -> LaunchRecord | None:
 def starting_launch(settings: Settings, now: float, grace: float) -> LaunchRecord | None:
     """The last launch while it is still starting: its leader runs, less than ``grace`` seconds have passed since
     it was launched, and its process group has not taken the lease yet. A group whose driver held the lease and
-    lost it has stopped, whatever its leader still does (spark-submit outlives a killed driver for a moment)."""
+    lost it has stopped, whatever its leader still does (spark-submit outlives a killed driver for a moment).
+    A launch on another host (a stream host) counts as running for the grace: its leader cannot be seen."""
     launch = read_launch_record(settings)
-    if launch is None or not launch.leader_alive() or \
+    if launch is None or not (launch.leader_alive() or not launch.on_this_host()) or \
             now - datetime.fromisoformat(launch.launched_at).timestamp() > grace:
         return None
     holder = read_holder(settings.lease_path)
-    if holder is not None and holder.host == socket.gethostname() and holder.pgid == launch.pid:
+    if holder is not None and holder.host == (launch.host or socket.gethostname()) and holder.pgid == launch.pid:
         return None
     return launch
 
@@ -142,12 +153,17 @@ def stream_env(settings: Settings, base: Mapping[str, str] | None = None) -> dic
     env.update(settings.to_env())
     if source.get(CONFIG_FILE_ENV):
         env[CONFIG_FILE_ENV] = source[CONFIG_FILE_ENV]
-        for name in SECRET_FIELDS & set(read_config_file(source)):
-            env.pop(f"{ENV_PREFIX}{name.upper()}", None)
+    env = without_file_secrets(env, source)
     env.update(launch_env(settings, source))
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["PATH"] = os.pathsep.join([str(venv_bin()), env.get("PATH", os.defpath)])
     return env
+
+
+def without_file_secrets(env: Mapping[str, str], source: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the variables of the secret settings that ``source``'s config file holds."""
+    held = {f"{ENV_PREFIX}{name.upper()}" for name in SECRET_FIELDS & set(read_config_file(source))}
+    return {k: v for k, v in env.items() if k not in held}
 
 
 def platform_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -200,9 +216,15 @@ def start_stream_detached(
             env=stream_env(settings), start_new_session=True, cwd=settings.home,
         )
     record = LaunchRecord(process.pid, psutil.Process(process.pid).create_time(), command, str(log_path),
-                          datetime.now(UTC).isoformat())
+                          datetime.now(UTC).isoformat(), socket.gethostname(), _launched_via())
     write_json_atomic(settings.run_paths.launch, asdict(record))
     return _wait_for_lease(settings, process, log_path, lease_timeout)
+
+
+def _launched_via() -> str:
+    """How this launch was asked for: over SSH (a stream host's session names both ends) or on this host."""
+    connection = os.environ.get("SSH_CONNECTION")
+    return f"ssh {connection}" if connection else "local"
 
 
 def _wait_for_lease(settings: Settings, process: subprocess.Popen[bytes], log_path: Path,

@@ -56,6 +56,10 @@ class WardenSettings(BaseSettings):
     email_to: str | None = Field(None, description="Alerts are mailed here (comma-separated) through the Airflow "
                                        "SMTP connection when set.")
     smtp_conn_id: str = Field("smtp_default", description="Airflow connection used for alert e-mail.")
+    stream_host_conn_id: str | None = Field(
+        None, description="Airflow SSH connection of the stream host: when set, the stream is launched and halted "
+        "there (`streamwarden launch` / `halt` over SSH), so no Airflow component is the driver's parent; unset, "
+        "on the warden's own host. The host shares the run and checkpoint roots (docs/deployment.md).")
 
     @model_validator(mode="after")
     def _backoff(self) -> WardenSettings:

@@ -1,17 +1,20 @@
 """The stream seen from Airflow: settings from ``STREAMWARDEN_*`` with the active release's over them (what every
-launch runs), spark-submit from a Spark connection."""
+launch runs), spark-submit from a Spark connection, run on this host or on the stream host over SSH."""
 
 from __future__ import annotations
 
 import logging
+import shlex
 from pathlib import Path
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.smtp.hooks.smtp import SmtpHook
+from airflow.providers.ssh.hooks.ssh import SSHHook
 from airflow.sdk import BaseHook
 
 from streamwarden.alerts import Alert, Notifier, already_sent, dispatch
 from streamwarden.settings import Settings
+from streamwarden.stream_host.client import HostReply, halt_on_host, launch_on_host
 from streamwarden.upgrade.release import load_release_settings
 from streamwarden.warden.alerts import notifiers
 from streamwarden.warden.health import Assessment, assess
@@ -29,6 +32,10 @@ class StreamwardenHook(BaseHook):
     provider, so a mismatch is an error here rather than a surprise on the cluster). The settings are the
     environment's with the active release's over them (``<run_root>/release/active.json``, made active by
     ``upgrade_stream``), so a restart by the warden runs the release an upgrade left in force.
+
+    With ``STREAMWARDEN_WARDEN_STREAM_HOST_CONN_ID`` set, the stream is launched and halted on the stream host
+    through that SSH connection (the same spark-submit options, that host's job script and environment), so
+    restarting an Airflow component never ends it.
     """
 
     conn_name_attr = "spark_conn_id"
@@ -63,13 +70,33 @@ class StreamwardenHook(BaseHook):
         return command
 
     def start_stream(self) -> int:
-        """Launch the stream detached; the pid of its driver once it holds the lease."""
-        return start_stream_detached(self.settings, build_command=self.spark_submit_command,
-                                     lease_timeout=self.warden.lease_timeout)
+        """Launch the stream detached (here or on the stream host); the pid of its driver once it holds the lease."""
+        host = self.warden.stream_host_conn_id
+        if host is None:
+            return start_stream_detached(self.settings, build_command=self.spark_submit_command,
+                                         lease_timeout=self.warden.lease_timeout)
+        options = self.spark_submit_command(self.settings, Path("stream.py"))[1:-1]
+        self.log.info("launching the stream on the stream host %r", host)
+        return launch_on_host(self._run_on_host, host, options, self.warden.lease_timeout)
 
     def stop_stream(self) -> StopOutcome:
-        return stop_stream(self.settings, drain_timeout=self.warden.drain_timeout,
-                           term_timeout=self.warden.term_timeout)
+        host = self.warden.stream_host_conn_id
+        if host is None:
+            return stop_stream(self.settings, drain_timeout=self.warden.drain_timeout,
+                               term_timeout=self.warden.term_timeout)
+        self.log.info("halting the stream on the stream host %r", host)
+        return halt_on_host(self._run_on_host, host, self.warden.drain_timeout, self.warden.term_timeout)
+
+    def _run_on_host(self, argv: list[str], timeout: float) -> HostReply:
+        """``argv`` on the stream host over SSH; a connection that fails is a reply with status 255, as ssh's."""
+        ssh = SSHHook(ssh_conn_id=self.warden.stream_host_conn_id, cmd_timeout=timeout)
+        try:
+            with ssh.get_conn() as client:
+                status, out, err = ssh.exec_ssh_client_command(client, shlex.join(argv), get_pty=False,
+                                                               environment=None, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - paramiko's and socket errors alike: the host did not answer
+            return HostReply(255, "", f"{type(exc).__name__}: {exc}")
+        return HostReply(status, out.decode(errors="replace"), err.decode(errors="replace"))
 
     def send_alert(self, alert: Alert) -> dict[str, str]:
         """Deliver through the log, the webhook and e-mail (when configured); recorded in alerts.jsonl."""
