@@ -49,7 +49,7 @@ def launch(settings: Settings, spark_options: list[str], lease_timeout: float) -
 
 
 def halt(settings: Settings, drain_timeout: float, term_timeout: float) -> Answer:
-    """Stop the stream on this host: drain, then SIGTERM, then SIGKILL (:func:`~streamwarden.warden.stop.stop_stream`)."""
+    """Stop the stream on this host: drain, then SIGTERM, then SIGKILL (as :func:`stop_stream` does)."""
     try:
         outcome = stop_stream(settings, drain_timeout=drain_timeout, term_timeout=term_timeout)
     except StopFailedError as exc:

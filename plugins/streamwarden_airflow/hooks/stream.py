@@ -94,7 +94,7 @@ class StreamwardenHook(BaseHook):
             with ssh.get_conn() as client:
                 status, out, err = ssh.exec_ssh_client_command(client, shlex.join(argv), get_pty=False,
                                                                environment=None, timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - paramiko's and socket errors alike: the host did not answer
+        except Exception as exc:  # paramiko's errors, the socket's, a timeout: the host did not answer
             return HostReply(255, "", f"{type(exc).__name__}: {exc}")
         return HostReply(status, out.decode(errors="replace"), err.decode(errors="replace"))
 
