@@ -27,13 +27,13 @@ run: $(STAMP)
 	$(BIN)/streamwarden up
 
 # The production rehearsal: PostgreSQL, Airflow's four components, a Spark standalone master and two workers, an S3
-# server, every part its own process on loopback (docs/deployment.md). Needs the PostgreSQL server, which
-# install-cluster installs from Debian's packages when it is missing (with sudo when not root).
+# server, the stream host (sshd), every part its own process on loopback (docs/deployment.md). Needs the PostgreSQL
+# and OpenSSH servers, which install-cluster installs from Debian's packages when missing (with sudo when not root).
 rehearse: install-cluster $(STAMP)
 	$(BIN)/streamwarden up --topology cluster
 
 install-cluster:
-	@.ci/install-debian-packages postgresql
+	@.ci/install-debian-packages postgresql openssh-server
 
 lint: $(STAMP)
 	$(BIN)/ruff check include plugins jobs dags tests $(wildcard bench)

@@ -9,7 +9,9 @@ real process on loopback with its own folder under ``<home>/cluster``:
 - a Spark standalone master and two workers (:mod:`.spark_cluster`): the stream is submitted to the master
   through the Spark connection, its executors run on the workers;
 - an S3 API server holding the output tables (:mod:`.object_store`), whose credentials reach the stream only
-  through the secrets file ``STREAMWARDEN_CONFIG_FILE`` names (``<home>/cluster/streamwarden.yaml``, mode 0600).
+  through the secrets file ``STREAMWARDEN_CONFIG_FILE`` names (``<home>/cluster/streamwarden.yaml``, mode 0600);
+- the stream host (:mod:`.stream_host`): an SSH server where the warden launches and halts the stream, so the
+  driver is no Airflow component's child.
 
 A part that dies is started again, as a service manager or a container's restart policy would, unless an
 operator holds it: a file ``<home>/cluster/holds/<part>`` (:data:`RESTARTABLE` names the parts) keeps it down
@@ -34,6 +36,7 @@ from streamwarden.local.airflow_components import COMPONENTS, component_command,
 from streamwarden.local.object_store import BUCKET, REGION, LocalObjectStore
 from streamwarden.local.postgres import LocalPostgres
 from streamwarden.local.spark_cluster import ClusterShape, LocalSparkCluster
+from streamwarden.local.stream_host import LocalStreamHost
 from streamwarden.settings import Settings
 
 Say = Callable[[str], None]
@@ -77,6 +80,10 @@ class ClusterPaths:
     @property
     def s3_credentials(self) -> Path:
         return self.root / "s3-credentials.json"
+
+    @property
+    def stream_host(self) -> Path:
+        return self.root / "stream-host"
 
     @property
     def holds(self) -> Path:
@@ -126,6 +133,7 @@ class ClusterParts:
         self.postgres = LocalPostgres(self.paths.postgres, logs / "postgres.log", death_signal)
         self.spark: LocalSparkCluster | None = None
         self.store = LocalObjectStore(logs / "s3.log", death_signal)
+        self.stream_host = LocalStreamHost(self.paths.stream_host, logs / "stream-host.log", spawn)
         self.airflow: dict[str, subprocess.Popen[bytes]] = {}
         self.airflow_env: dict[str, str] = {}
         self.api_port = 0
@@ -159,6 +167,13 @@ class ClusterParts:
         return Settings.model_validate({**settings.model_dump(), "spark_master": self.spark.url,
                                         "output_root": OUTPUT_ROOT, "storage_options": options,
                                         "spark_conf": spark_conf, **STREAM_SETTINGS})
+
+    def start_stream_host(self, env: dict[str, str], say: Say) -> dict[str, str]:
+        """The stream host with the platform's settings ``env``; what Airflow's components need to reach it."""
+        self.stream_host.start(env)
+        say(f"stream host (sshd) on 127.0.0.1:{self.stream_host.port}: the warden launches the stream there over "
+            f"SSH (log {self.stream_host.log_path})")
+        return self.stream_host.airflow_env()
 
     def _storage_options(self) -> dict[str, str]:
         """The bucket's options (delta-rs's names); the key pair is made once per home."""
@@ -209,6 +224,7 @@ class ClusterParts:
                           lambda d=daemon: d.process is not None and d.process.poll() is None)  # type: ignore[misc]
               for daemon in spark.daemons),
             *(airflow_part(name) for name in COMPONENTS),
+            Restartable("stream-host", self.stream_host.start, self.stream_host.alive),
         ]
 
     # --- while it runs ---------------------------------------------------------------------------------
@@ -231,12 +247,12 @@ class ClusterParts:
 
     def pids(self) -> set[int]:
         """Every part's process this ``up`` started (their ``Popen`` reaps them)."""
-        processes = [self.postgres.process, self.store.process, *self.airflow.values(),
+        processes = [self.postgres.process, self.store.process, self.stream_host.process, *self.airflow.values(),
                      *(daemon.process for daemon in (self.spark.daemons if self.spark else []))]
         return {process.pid for process in processes if process is not None}
 
     def log_names(self) -> list[str]:
-        return ["postgres", "s3", *(f"airflow-{name}" for name in COMPONENTS)]
+        return ["postgres", "s3", "stream-host", *(f"airflow-{name}" for name in COMPONENTS)]
 
     # --- stop ------------------------------------------------------------------------------------------
     def stop_airflow(self, stop: Callable[[subprocess.Popen[bytes], str], None]) -> None:
@@ -246,6 +262,9 @@ class ClusterParts:
                 stop(self.airflow[name], f"airflow-{name}")
 
     def stop_rest(self) -> None:
+        if self.stream_host.process is not None:
+            self.stream_host.process.terminate()
+            self.stream_host.process.wait(timeout=10)
         if self.spark is not None:
             self.spark.stop()
         self.store.stop()

@@ -212,6 +212,7 @@ class LocalPlatform:
         if self.cluster is not None:
             self.settings = self.cluster.start_storage_and_compute(self.settings, env, self._say)
             env = self._base_env()
+            env = {**env, **self.cluster.start_stream_host(env, self._say)}
         if self.options.producer:
             self.producer = _spawn(
                 [sys.executable, "-m", "streamwarden", "produce", "--rate", f"{self.options.producer_rate:g}"],
@@ -249,6 +250,7 @@ class LocalPlatform:
         cluster_lines = [] if self.cluster is None or self.cluster.spark is None else [
             f"  Spark master   {self.cluster.spark.url}  (executors on {self.cluster.spark.shape.workers} workers)",
             f"  PostgreSQL     127.0.0.1:{self.cluster.postgres.port}  (Airflow's database)",
+            f"  Stream host    127.0.0.1:{self.cluster.stream_host.port}  (sshd: the warden launches the driver there)",
             f"  Secrets file   {self.cluster.paths.secrets}  (where the tables are, the bucket's credentials)",
         ]
         print("\n".join([
