@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -17,6 +18,7 @@ from streamwarden.local.airflow_components import COMPONENTS
 from streamwarden.local.airflow_components import SETTINGS as AIRFLOW_SETTINGS
 from streamwarden.local.cluster import EXECUTORS, OUTPUT_ROOT, STREAM_SETTINGS
 from streamwarden.local.spark_cluster import ClusterShape
+from streamwarden.local.stream_host import CONN_ID, LocalStreamHost
 from streamwarden.secrets import is_secret_key
 
 SCHEMA = REPO.parent / "shared" / "compose-spec.json"
@@ -41,7 +43,8 @@ def test_matches_the_compose_specification(compose: dict[str, Any]) -> None:
 
 
 def test_has_the_production_components(compose: dict[str, Any]) -> None:
-    assert {"kafka", "spark-master", "spark-worker-1", "spark-worker-2", "postgres", "s3", "airflow-api-server",
+    assert {"kafka", "spark-master", "spark-worker-1", "spark-worker-2", "postgres", "s3", "stream-host",
+            "airflow-api-server",
             "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init"} <= set(
         compose["services"])
 
@@ -68,6 +71,35 @@ def test_is_the_topology_the_rehearsal_runs(compose: dict[str, Any]) -> None:
     assert json.loads(stream["STREAMWARDEN_SPARK_CONF"]).items() >= EXECUTORS.items()
     assert stream["STREAMWARDEN_OUTPUT_ROOT"] == OUTPUT_ROOT
     assert yaml.safe_load((REPO / "streamwarden-config.example.yaml").read_text())["output_root"] == OUTPUT_ROOT
+
+
+def test_the_warden_reaches_the_stream_host_as_in_the_rehearsal(compose: dict[str, Any], tmp_path: Path) -> None:
+    """The stream-host service runs the rehearsal's command (the same options), and the Airflow components reach it
+    as the rehearsal's do: the warden's setting names the SSH connection, which names the service, its port, the
+    warden's key (a secret only they get) and pins the host key; the driver runs there."""
+    services = compose["services"]
+    host = services["stream-host"]
+    rehearsal = LocalStreamHost(tmp_path, tmp_path / "log", lambda *args: None).command()  # type: ignore[arg-type]
+    assert host["entrypoint"] == ["streamwarden", "stream-host"] == [Path(rehearsal[0]).name, rehearsal[1]]
+    command = host["command"]
+    assert command[::2] == [*rehearsal[2::2], "--login"]
+    option = dict(zip(command[::2], command[1::2], strict=True))
+    env = compose["x-airflow-env"]
+    assert env["STREAMWARDEN_WARDEN_STREAM_HOST_CONN_ID"] == CONN_ID
+    connection = json.loads(env[f"AIRFLOW_CONN_{CONN_ID.upper()}"])
+    assert (connection["conn_type"], connection["host"], str(connection["port"]), connection["login"]) == (
+        "ssh", host["hostname"], option["--port"], option["--login"])
+    assert connection["extra"]["host_key"] == "${STREAM_HOST_PUBLIC_KEY}"
+    secrets = compose["secrets"]
+    assert connection["extra"]["key_file"] == "/run/secrets/warden-key"
+    assert option["--authorized-keys"] == "/run/secrets/warden-key-pub" and option["--host-key"] == \
+        "/run/secrets/stream-host-key"
+    assert secrets["warden-key-pub"]["file"] == f"{secrets['warden-key']['file']}.pub"
+    for name, service in services.items():
+        assert ("warden-key" in service.get("secrets", [])) == (name.startswith("airflow-")), name
+    assert "streamwarden-config" in host["secrets"] and host["environment"]["STREAMWARDEN_CONFIG_FILE"]
+    assert json.loads(compose["x-streamwarden-env"]["STREAMWARDEN_SPARK_CONF"])["spark.driver.host"] == \
+        host["hostname"]
 
 
 def test_the_stream_secrets_reach_only_what_reads_settings(compose: dict[str, Any]) -> None:
@@ -117,8 +149,6 @@ def test_spark_connection_matches_the_stream_master(compose: dict[str, Any]) -> 
     env = compose["x-airflow-env"]
     connection = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert connection["host"] == env["STREAMWARDEN_SPARK_MASTER"]
-    assert json.loads(env["STREAMWARDEN_SPARK_CONF"])["spark.driver.host"] == \
-        compose["services"]["airflow-scheduler"]["hostname"]
 
 
 def test_every_airflow_component_gets_the_settings_of_every_sibling_from_the_env_file(compose: dict[str, Any]) -> None:

@@ -1,8 +1,9 @@
 """The production rehearsal under the faults of a distributed deployment, healed with no person, exactly once at rest.
 
 ``streamwarden up --topology cluster`` runs PostgreSQL, Airflow's four components, a Spark standalone master and
-two workers, an S3 server and the broker, each its own process; the test's own producer writes the sites and
-keeps the session tables it meant. The first batch must land on S3 within 3 minutes. Then, one after the other:
+two workers, an S3 server, the stream host (sshd, where the warden launches the driver) and the broker, each its
+own process; the test's own producer writes the sites and keeps the session tables it meant. The first batch must
+land on S3 within 3 minutes. Then, one after the other:
 
 1. kill -9 of a Spark worker's process group (its executor with it): the stream goes on on the other worker;
 2. kill -9 of the scheduler and everything it started (as a container's restart does): the stream keeps
@@ -12,8 +13,9 @@ keeps the session tables it meant. The first batch must land on S3 within 3 minu
 4. the S3 server frozen 60 s (SIGSTOP: every request hangs): the batch in flight finishes when it answers,
    or the stream is restarted; nothing lost, nothing doubled;
 5. kill -9 of the triggerer: once it is back, the watch it runs acts again (a kill -9 of the stream then is
-   seen and healed by the supervisor);
-6. a rolling restart of every Airflow component, as an upgrade does: no stream restart.
+   seen and healed by the supervisor, which launches it again on the stream host over SSH);
+6. a rolling restart of every Airflow component, as an upgrade does: no stream restart;
+7. kill -9 of the stream host's SSH server: the driver it launched goes on, ``up`` starts the server again.
 
 Each fault's detection and healing times are printed. At rest: ``maintain_tables`` compacts and proves the S3
 tables, ``validate_output`` passes, every consumed offset is in ``session_rows`` or ``quarantine`` exactly once
@@ -47,12 +49,14 @@ from fixtures import REPO
 from fixtures.sessions import SCHEMA
 from fixtures.stream_process import all_offsets, log_ends
 from streamwarden.local.airflow_api import AirflowApi
+from streamwarden.local.broker import port_in_use
 from streamwarden.local.postgres import ServerUser, data_folder
 from streamwarden.local.producer import ProducerOptions, ProducerReport, run_producer
 from streamwarden.settings import Settings, load_settings
 from streamwarden.tables.location import QUARANTINE, SESSION_ROWS
 from streamwarden.tables.reading import read
 from streamwarden.testing.replay import caught_up, final_tables
+from streamwarden.warden.launcher import read_launch_record
 from streamwarden.warden.status import read_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -143,6 +147,10 @@ class Rehearsal:
             except LookupError:
                 continue
         raise LookupError(f"Airflow's {name} is not running")
+
+    def stream_host_port(self) -> int:
+        """The stream host's port, as ``up``'s summary gives it."""
+        return int(self.wait_said(r"Stream host +127\.0\.0\.1:(\d+)", 10)[1])
 
     def stream_pid(self) -> int | None:
         assert self.settings is not None
@@ -349,7 +357,10 @@ def test_the_rehearsal_heals_every_fault_of_a_distributed_deployment_exactly_onc
     new = wait_for(lambda: (pid := rehearsal.stream_pid()) not in (None, stream) and pid, HEAL_LIMIT,
                    "the watch to see the stream's death and the supervisor to start it again", rehearsal.tail)
     fault.healed = time.monotonic()
-    fault.note = f"then kill -9 of the stream: restarted as pid {new}"
+    record = read_launch_record(settings)
+    assert record is not None and record.via.endswith(f" 127.0.0.1 {rehearsal.stream_host_port()}"), \
+        f"the warden did not launch the stream on the stream host: {record}"
+    fault.note = f"then kill -9 of the stream: restarted as pid {new} on the stream host ({record.via})"
     stream = new
     print(fault.line())
 
@@ -365,6 +376,19 @@ def test_the_rehearsal_heals_every_fault_of_a_distributed_deployment_exactly_onc
     fault.healed = time.monotonic()
     assert rehearsal.stream_pid() == stream, "a rolling restart of Airflow restarted the stream"
     fault.note = "each component stopped and started again in turn; no stream restart"
+    print(fault.line())
+
+    # 7. the stream host's SSH server
+    mark, batch = len(rehearsal.output), rehearsal.last_batch()
+    fault = Fault("kill -9 of the stream host (sshd)")
+    kill_tree(rehearsal.part("sshd", "stream-host/sshd_config"))
+    fault.detected = wait_for(lambda: rehearsal.said("stream-host is not running", mark) and time.monotonic(), 60,
+                              "up to see the stream host gone", rehearsal.tail)
+    wait_for(rehearsal.batch_after(batch), HEAL_LIMIT, "a batch after the stream host's death", rehearsal.tail)
+    fault.healed = wait_for(lambda: port_in_use("127.0.0.1", rehearsal.stream_host_port()) and time.monotonic(),
+                            HEAL_LIMIT, "the stream host listening again", rehearsal.tail)
+    assert rehearsal.stream_pid() == stream, "the stream host's death ended the stream"
+    fault.note = "the driver it launched went on; up started the server again"
     print(fault.line())
 
     # at rest: every offset once, every session's table, maintenance and validation on S3

@@ -62,10 +62,10 @@ def test_launch_refusals_raise_what_a_local_launch_raises() -> None:
 
 def test_a_host_that_gives_no_answer_is_a_failed_launch_and_a_failed_stop_naming_the_host() -> None:
     silent = replying(None, status=255, stderr="NoValidConnectionsError: Unable to connect to port 2222")
-    with pytest.raises(StreamLaunchFailedError, match="stream host h1 gave no answer.*exit 255") as launch:
+    with pytest.raises(StreamLaunchFailedError, match=r"stream host h1 gave no answer.*exit 255") as launch:
         launch_on_host(silent, "h1", [], 30)
     assert "Unable to connect" in launch.value.tail
-    with pytest.raises(StopFailedError, match="stream host h1 gave no answer to the halt.*Unable to connect"):
+    with pytest.raises(StopFailedError, match=r"stream host h1 gave no answer to the halt.*Unable to connect"):
         halt_on_host(silent, "h1", 120, 30)
 
 
