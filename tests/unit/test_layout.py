@@ -18,7 +18,7 @@ def test_every_core_module_opens_with_a_docstring() -> None:
 def test_the_core_is_grouped_into_capability_folders() -> None:
     folders = {p.name for p in CORE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     assert {"stream", "warden", "runfiles", "kafka", "local", "validation", "testing", "tables", "control",
-            "session_restarts", "recovery", "upgrade", "dashboard"} <= folders
+            "session_restarts", "recovery", "upgrade", "dashboard", "stream_host"} <= folders
     flat = sorted(p.stem for p in CORE.glob("*.py"))
     assert flat == ["__init__", "__main__", "alerts", "approvals", "atomic", "cli", "durations", "failures",
                     "params", "paths", "process_setup", "processes", "schedules", "secrets", "session_handler",
