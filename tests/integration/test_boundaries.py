@@ -50,7 +50,7 @@ RULES = (
     Rule(("streamwarden.warden", "streamwarden.local", "streamwarden.runfiles", "streamwarden.logs",
           "streamwarden.kafka", "streamwarden.tables", "streamwarden.maintenance", "streamwarden.validation",
           "streamwarden.control", "streamwarden.session_restarts", "streamwarden.recovery", "streamwarden.upgrade",
-          "streamwarden.dashboard"),
+          "streamwarden.dashboard", "streamwarden.stream_host"),
          ("pyspark",),
          "the warden side runs without Spark",
          modules=SHARED),
@@ -74,7 +74,7 @@ FLOORS = (
      "streamwarden.testing"),
     ("streamwarden.stream", "streamwarden.warden", "streamwarden.control"),
     ("streamwarden.maintenance", "streamwarden.session_restarts", "streamwarden.upgrade", "streamwarden.validation",
-     "streamwarden.local"),
+     "streamwarden.local", "streamwarden.stream_host"),
     ("streamwarden.recovery",),
     ("streamwarden.dashboard", "streamwarden.cli", "streamwarden.__main__", "streamwarden.settings_reference"),
 )
