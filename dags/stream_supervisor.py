@@ -23,6 +23,11 @@ run's log). A run of this DAG already under way finishes first (`max_active_runs
    - `FAILED(DATA_LOSS | INTEGRITY | MALFORMED | CONFIG | BUG)`, or the circuit breaker open ->
      **escalate**: an alert with the failure document and the recovery action, and the run fails (red).
      Nothing restarts until a person acts.
+3. **keep_standby** (after `healthy` or `restart_stream`), when `STANDBY` is on: a warm standby beside the
+   running stream, its Spark session started, waiting on the checkpoint lease; it takes over by itself the
+   moment the stream's holder dies (a kill -9 is healed in seconds, before this DAG even runs). One at a time
+   (its own lease); none while a recovery or an upgrade holds the stream; every stop stops it first. Off: the
+   task says so and does nothing.
 
 #### Signals and their settings (`STREAMWARDEN_WARDEN_*`, read by the workers)
 
@@ -102,6 +107,7 @@ from streamwarden_airflow.operators import (
     AlertOperator,
     CheckHealthOperator,
     DecideOperator,
+    KeepStandbyOperator,
     RestartStreamOperator,
 )
 from streamwarden_airflow.sensors import BackoffSensor
@@ -142,3 +148,5 @@ with DAG(
 
     check_health >> decide_action >> [healthy, notify_degraded, wait_for_backoff, escalate]
     wait_for_backoff >> restart_stream
+    keep_standby = KeepStandbyOperator(task_id="keep_standby")
+    [healthy, restart_stream] >> keep_standby

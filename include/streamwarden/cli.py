@@ -67,7 +67,7 @@ def _launch(settings: Settings, args: argparse.Namespace) -> int:
     from streamwarden.stream_host.commands import launch
     from streamwarden.upgrade.release import load_release_settings
 
-    answer = launch(load_release_settings(), args.spark_options, args.lease_timeout)
+    answer = launch(load_release_settings(), args.spark_options, args.lease_timeout, standby=args.standby)
     print(answer.to_line(), flush=True)
     return answer.exit_status
 
@@ -205,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     stop.set_defaults(func=_stop)
     launch = sub.add_parser("launch", help="start the stream detached on this host; one JSON answer (what a "
                             "stream host runs for the warden)")
+    launch.add_argument("--standby", action="store_true", help="a warm standby beside the running stream: it "
+                        "waits for the checkpoint's lease and takes over when the stream's holder dies")
     launch.add_argument("--lease-timeout", type=_seconds, default=180.0, metavar="SECONDS",
                         help="the stream must hold its lease within SECONDS (default: 180)")
     launch.add_argument("spark_options", nargs="*", metavar="SPARK_SUBMIT_OPTION",

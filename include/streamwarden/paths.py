@@ -48,6 +48,11 @@ class RunPaths:
         return self.root / "launch.json"
 
     @property
+    def standby_launch(self) -> Path:
+        """The last launched warm standby (its own record: the stream's is ``launch.json``)."""
+        return self.root / "standby-launch.json"
+
+    @property
     def platform(self) -> Path:
         """The ``streamwarden up`` running on this home, for ``up``'s next start and the long run."""
         return self.root / "platform.json"

@@ -413,6 +413,11 @@ class Settings(BaseSettings):
         return self.root("checkpoint") / f"{self.query_name}.lease"
 
     @cached_property
+    def standby_lease_path(self) -> Path:
+        """The warm standby's lease: one standby per checkpoint, held while it waits for the stream's lease."""
+        return self.root("checkpoint") / f"{self.query_name}.standby"
+
+    @cached_property
     def run_paths(self) -> RunPaths:
         """The files and folders under the run root."""
         return RunPaths(self.root("run"))

@@ -113,10 +113,11 @@ class CheckpointLease:
         self.checkpoint = checkpoint
         self._handle: IO[str] | None = None
 
-    def acquire(self) -> LeaseHolder:
+    def acquire(self, within: float = PROBE_WAIT_S) -> LeaseHolder:
+        """Take the lease within ``within`` seconds, or :class:`LeaseHeldError` naming its holder."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held open for the process lifetime
-        if not _lock_within(handle, PROBE_WAIT_S):
+        if not _lock_within(handle, within):
             handle.close()
             raise LeaseHeldError(self.path, read_holder(self.path))
         holder = LeaseHolder(os.getpid(), os.getpgid(0), socket.gethostname(), str(self.checkpoint))

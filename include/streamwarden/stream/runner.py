@@ -3,7 +3,8 @@
 Lifecycle: take the checkpoint lease (or exit 73) -> clear a stale stop marker -> start the query with
 the heartbeat listener -> wait; when the stop marker appears, drain (the source plans nothing new,
 the running batch commits) and exit 0 -> on any failure write ``last_failure.json`` and exit with the
-code of its class.
+code of its class. A warm standby (``--standby``, :mod:`.standby`) starts its Spark session first and waits
+for the lease; once it holds it, it runs the same lifecycle.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from streamwarden.logs.python_logging import configure_job_logging
 from streamwarden.runfiles.checkpoint import commit_batches, offset_batches
 from streamwarden.runfiles.failure_file import write_failure
 from streamwarden.runfiles.handler_pin import check_pinned
-from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError
+from streamwarden.runfiles.lease import CheckpointLease, LeaseHeldError, LeaseHolder
 from streamwarden.secrets import scrub
 from streamwarden.session_handler import load_checked_handler
 from streamwarden.settings import Settings, load_settings
@@ -37,12 +38,13 @@ from streamwarden.settings_loading import ENV_PREFIX, SettingsError
 from streamwarden.wire import TableSchema
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger("streamwarden.stream.runner")
 
 
-def run_stream_from_environment() -> int:
+def run_stream_from_environment(standby: bool = False) -> int:
     """Load the settings and run; invalid settings are a documented CONFIG failure, not a silent exit.
 
     The warden decides from ``last_failure.json``: without it a bad setting would look like a dead
@@ -63,17 +65,30 @@ def run_stream_from_environment() -> int:
             print(f"streamwarden: the failure document cannot be written under {run_root}: {error.strerror}",
                   file=sys.stderr)
         return document.exit_code
-    return run_stream(settings)
+    return run_stream(settings, standby=standby)
 
 
-def run_stream(settings: Settings) -> int:
-    """Run the stream in the foreground until stopped or failed; returns the process exit code."""
+def run_stream(settings: Settings, standby: bool = False) -> int:
+    """Run the stream in the foreground until stopped or failed; returns the process exit code. A standby
+    waits for the lease first, its Spark session started."""
     lease = CheckpointLease(settings.lease_path, settings.checkpoint_location)
+    spark = None
     try:
-        holder = lease.acquire()
+        if standby:
+            spark, taken = _stand_by(settings, lease)
+            if taken is None:
+                return 0
+            holder = taken
+        else:
+            holder = lease.acquire()
     except LeaseHeldError as exc:
         print(f"streamwarden: {exc}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
+    except Exception as exc:  # a standby that failed before the takeover: no failure document, the stream runs
+        document = classify(exc)
+        log.error("standby failed before taking the lease (%s, exit %d): %s", document.failure_class,
+                  document.exit_code, scrub(document.message))
+        return document.exit_code
     configure_job_logging(LogBounds.of(settings), py4j_info=settings.log_py4j)  # the holder alone rolls them
     log.info("lease taken: %s", holder)
     try:
@@ -81,7 +96,7 @@ def run_stream(settings: Settings) -> int:
         if settings.run_paths.failure.exists():
             settings.run_paths.failure.replace(settings.run_paths.previous_failure)
         check_before_spark(settings)
-        return _run(settings)
+        return _run(settings, spark)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             log.warning("interrupted")
@@ -130,12 +145,33 @@ def look_at_broker(settings: Settings, timeout: float) -> None:
         consumer.close()
 
 
-def _run(settings: Settings) -> int:
+def _stand_by(settings: Settings, lease: CheckpointLease) -> tuple[SparkSession, LeaseHolder | None]:
+    """The standby's Spark session (the JVM, the session, the job's modules: what a start spends its first
+    seconds on), then the wait for the lease. A standby that fails before it takes the lease writes no failure
+    document: the stream it stands by for is not failed."""
+    from streamwarden.stream import pipeline  # noqa: F401 - imported while waiting, not after the takeover
+    from streamwarden.stream.spark_session import build_spark_session
+    from streamwarden.stream.standby import wait_to_take_over
+
+    started = time.monotonic()
+    spark = build_spark_session(settings)
+    log.info("standby: Spark session ready in %.1fs", time.monotonic() - started)
+    try:
+        taken = wait_to_take_over(settings, lease)
+    except BaseException:
+        spark.stop()
+        raise
+    if taken is None:
+        spark.stop()
+    return spark, taken
+
+
+def _run(settings: Settings, spark: SparkSession | None = None) -> int:
     from streamwarden.stream.listener import HeartbeatListener
     from streamwarden.stream.pipeline import start_query
     from streamwarden.stream.spark_session import build_spark_session, route_jvm_logs
 
-    spark = build_spark_session(settings)
+    spark = spark or build_spark_session(settings)
     route_jvm_logs(spark, write_log4j2_config(LogBounds.of(settings)))
     spark.streams.addListener(HeartbeatListener(settings.run_paths.heartbeat, settings.trigger_interval,
                                                 settings.checkpoint_location))

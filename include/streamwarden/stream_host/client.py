@@ -31,12 +31,15 @@ RunOnHost = Callable[[list[str], float], HostReply]
 """Runs an argv on the stream host within a number of seconds (the SSH hook's ``exec_ssh_client_command``)."""
 
 
-def launch_on_host(run: RunOnHost, where: str, spark_options: list[str], lease_timeout: float) -> int:
-    """Launch the stream on the host; the pid of its driver once it holds the lease.
+def launch_on_host(run: RunOnHost, where: str, spark_options: list[str], lease_timeout: float,
+                   standby: bool = False) -> int:
+    """Launch the stream (or its warm standby) on the host; the pid of its driver once it holds the lease (the
+    standby lease).
 
     Raises :class:`StreamAlreadyRunningError`, :class:`StreamHeldError` or :class:`StreamLaunchFailedError`
     as a launch here would; a host that gives no answer is a failed launch whose log is the host's reply."""
-    argv = ["streamwarden", "launch", "--lease-timeout", f"{lease_timeout:g}", "--", *spark_options]
+    argv = ["streamwarden", "launch", *(["--standby"] if standby else []), "--lease-timeout", f"{lease_timeout:g}",
+            "--", *spark_options]
     reply = run(argv, lease_timeout + ANSWER_MARGIN_S)
     try:
         answer = parse_answer(reply.stdout)

@@ -33,11 +33,12 @@ def spark_submit_with(options: list[str]) -> CommandBuilder:
     return build
 
 
-def launch(settings: Settings, spark_options: list[str], lease_timeout: float) -> Answer:
-    """Start the stream detached on this host: the driver's pid once it holds the lease, or why not."""
+def launch(settings: Settings, spark_options: list[str], lease_timeout: float, standby: bool = False) -> Answer:
+    """Start the stream (or its warm standby) detached on this host: the driver's pid once it holds the lease
+    (the standby lease), or why not."""
     try:
         pid = start_stream_detached(settings, build_command=spark_submit_with(spark_options),
-                                    lease_timeout=lease_timeout)
+                                    lease_timeout=lease_timeout, standby=standby)
     except StreamAlreadyRunningError as exc:
         return Answer(Outcome.ALREADY_RUNNING, str(exc), holder=None if exc.holder is None else asdict(exc.holder))
     except StreamHeldError as exc:

@@ -39,7 +39,7 @@ from streamwarden.runfiles.lease import LeaseHolder
 from streamwarden.settings import Settings
 from streamwarden.warden.broker_view import BrokerView, observe_broker
 from streamwarden.warden.lag import LagObservation, LagStatus, evaluate, slide, worst
-from streamwarden.warden.launcher import running_holder, starting_launch
+from streamwarden.warden.launcher import running_holder, running_standby, starting_launch
 from streamwarden.warden.limits import progress_limit
 from streamwarden.warden.settings import WardenSettings
 
@@ -171,6 +171,7 @@ class HealthVerdict:
     heartbeat: HeartbeatFacts = field(default_factory=HeartbeatFacts)
     lag: LagFacts = field(default_factory=LagFacts)
     failure: FailureDocument | None = None
+    standby_pid: int | None = None  # a warm standby waiting for the lease (STREAMWARDEN_WARDEN_STANDBY)
 
     @property
     def failure_class(self) -> FailureClass | None:
@@ -199,7 +200,8 @@ class HealthVerdict:
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> HealthVerdict:
         """Inverse of :meth:`to_json` (the class and label are derived again)."""
-        own = {f.name: document[f.name] for f in fields(cls) if f.name not in ("heartbeat", "lag", "failure")}
+        own = {f.name: document[f.name] for f in fields(cls)
+               if f.name not in ("heartbeat", "lag", "failure") and f.name in document}
         failure = document["failure"]
         return cls(**{**own, "overall": Overall(document["overall"])},
                    heartbeat=HeartbeatFacts.from_json(document), lag=LagFacts.from_json(document),
@@ -225,6 +227,7 @@ class HealthVerdict:
             ("lag", lag.describe()),
             ("retention risk", lag.retention_at_risk),
             ("broker", "; ".join(filter(None, [lag.broker_error, *lag.broker_notes])) or "ok"),
+            ("standby", "none" if self.standby_pid is None else f"pid {self.standby_pid}, waiting for the lease"),
         ]
         width = max(len(name) for name, _ in rows)
         lines = [f"{name:<{width}} | {'-' if value is None else value}" for name, value in rows]
@@ -292,12 +295,14 @@ def assess(settings: Settings, warden: WardenSettings, now: float | None = None)
     partitions, lag_windows = _judge_lag(settings, committed, broker, state, warden=warden, now=now, start=start)
     lag = LagFacts.of(partitions, broker)
     state = replace(state, lag=lag_windows)
+    standby = running_standby(settings)
+    standby_pid = None if standby is None else standby.pid
     if holder is None:
         verdict = _not_running(settings, warden, now, checked_at, heartbeat=heartbeat, lag=lag)
-        return Assessment(verdict, state, path)
+        return Assessment(replace(verdict, standby_pid=standby_pid), state, path)
     verdict, batch = _running(settings, warden, now, checked_at, holder=holder, heartbeat=heartbeat,
                             batch=state.batch, lag=lag)
-    return Assessment(verdict, replace(state, batch=batch), path)
+    return Assessment(replace(verdict, standby_pid=standby_pid), replace(state, batch=batch), path)
 
 
 def _not_running(settings: Settings, warden: WardenSettings, now: float, checked_at: str, *,

@@ -112,8 +112,9 @@ def spark_submit_command(settings: Settings, application: Path) -> list[str]:
             settings.query_name, str(application)]
 
 
-def read_launch_record(settings: Settings) -> LaunchRecord | None:
-    document = read_json(settings.run_paths.launch)
+def read_launch_record(settings: Settings, standby: bool = False) -> LaunchRecord | None:
+    """The last launch of the stream (or of its warm standby)."""
+    document = read_json(settings.run_paths.standby_launch if standby else settings.run_paths.launch)
     return None if document is None else LaunchRecord(**document)
 
 
@@ -134,8 +135,17 @@ def starting_launch(settings: Settings, now: float, grace: float) -> LaunchRecor
 
 def running_holder(settings: Settings) -> LeaseHolder | None:
     """The lease holder when the stream is running right now, else ``None``."""
-    holder = read_holder(settings.lease_path)
-    if holder is not None and is_held(settings.lease_path) and holder.is_alive():
+    return _live_holder(settings.lease_path)
+
+
+def running_standby(settings: Settings) -> LeaseHolder | None:
+    """The warm standby waiting for the lease right now (it holds the standby lease), else ``None``."""
+    return _live_holder(settings.standby_lease_path)
+
+
+def _live_holder(path: Path) -> LeaseHolder | None:
+    holder = read_holder(path)
+    if holder is not None and is_held(path) and holder.is_alive():
         return holder
     return None
 
@@ -190,26 +200,32 @@ def start_stream_detached(
     build_command: CommandBuilder = spark_submit_command,
     application: Path | None = None,
     lease_timeout: float = 180.0,
+    standby: bool = False,
 ) -> int:
-    """Launch the stream in a new session and return the pid of its driver (the lease holder).
+    """Launch the stream in a new session and return the pid of its driver (the lease holder); with
+    ``standby``, a warm standby beside the running stream, and its pid once it holds the standby lease.
 
     Raises :class:`~streamwarden.runfiles.hold.StreamHeldError` while a recovery or an upgrade holds the
-    stream, :class:`StreamAlreadyRunningError` when a live process holds the lease (also when another
-    launch wins the race), and :class:`StreamLaunchFailedError` when the process dies before taking the
-    lease or does not take it within ``lease_timeout`` seconds (then its process group is killed).
+    stream, :class:`StreamAlreadyRunningError` when a live process holds the lease (the standby lease for a
+    standby; also when another launch wins the race), and :class:`StreamLaunchFailedError` when the process
+    dies before taking the lease or does not take it within ``lease_timeout`` seconds (then its process group
+    is killed).
     """
     prune_logs(LogBounds.of(settings))
-    refuse_if_held(settings, "starting the stream")
-    holder = running_holder(settings)
+    refuse_if_held(settings, "starting the stream's standby" if standby else "starting the stream")
+    holder = running_standby(settings) if standby else running_holder(settings)
     if holder is not None:
         raise StreamAlreadyRunningError(holder)
-    settings.run_paths.stop_marker.unlink(missing_ok=True)  # stale: nothing runs that could drain
+    if not standby:
+        settings.run_paths.stop_marker.unlink(missing_ok=True)  # stale: nothing runs that could drain
     if log_path is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        log_path = settings.run_paths.stream_log(stamp)
+        log_path = settings.run_paths.stream_log(f"{stamp}-standby" if standby else stamp)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     settings.home.mkdir(parents=True, exist_ok=True)  # the job's working folder (Spark's scratch files)
     command = build_command(settings, application or repo_root() / "jobs" / "stream.py")
+    if standby:
+        command.append("--standby")
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -217,8 +233,9 @@ def start_stream_detached(
         )
     record = LaunchRecord(process.pid, psutil.Process(process.pid).create_time(), command, str(log_path),
                           datetime.now(UTC).isoformat(), socket.gethostname(), _launched_via())
-    write_json_atomic(settings.run_paths.launch, asdict(record))
-    return _wait_for_lease(settings, process, log_path, lease_timeout)
+    write_json_atomic(settings.run_paths.standby_launch if standby else settings.run_paths.launch, asdict(record))
+    leases = [settings.standby_lease_path, settings.lease_path] if standby else [settings.lease_path]
+    return _wait_for_lease(settings, process, log_path, lease_timeout, leases)
 
 
 def _launched_via() -> str:
@@ -228,18 +245,21 @@ def _launched_via() -> str:
 
 
 def _wait_for_lease(settings: Settings, process: subprocess.Popen[bytes], log_path: Path,
-                    timeout: float) -> int:
+                    timeout: float, leases: list[Path]) -> int:
+    """The pid of the launched group's member that holds one of ``leases`` (a standby that finds the stream's
+    lease free takes it at once: it is the stream then)."""
     deadline = time.monotonic() + timeout
     while True:
         code = process.poll()
         if code == EXIT_ALREADY_RUNNING:
-            raise StreamAlreadyRunningError(read_holder(settings.lease_path))
+            raise StreamAlreadyRunningError(read_holder(leases[0]))
         if code is not None:
             raise StreamLaunchFailedError(f"the stream exited with code {code} before taking the lease",
                                           log_path, code)
-        holder = running_holder(settings)
-        if holder is not None and holder.host == socket.gethostname() and holder.pgid == process.pid:
-            return holder.pid
+        for lease in leases:
+            holder = _live_holder(lease)
+            if holder is not None and holder.host == socket.gethostname() and holder.pgid == process.pid:
+                return holder.pid
         if time.monotonic() > deadline:
             _kill_group(process)
             raise StreamLaunchFailedError(f"the stream did not take the lease within {timeout:.0f}s "

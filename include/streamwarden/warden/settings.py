@@ -56,6 +56,10 @@ class WardenSettings(BaseSettings):
     email_to: str | None = Field(None, description="Alerts are mailed here (comma-separated) through the Airflow "
                                        "SMTP connection when set.")
     smtp_conn_id: str = Field("smtp_default", description="Airflow connection used for alert e-mail.")
+    standby: bool = Field(
+        False, description="Keep a warm standby: a second stream process, its Spark session started, that takes "
+        "the checkpoint's lease the moment the stream's holder dies (a takeover in seconds instead of a restart). "
+        "It costs a second driver's memory (about 1 GiB); `streamwarden up` turns it on when that fits.")
     stream_host_conn_id: str | None = Field(
         None, description="Airflow SSH connection of the stream host: when set, the stream is launched and halted "
         "there (`streamwarden launch` / `halt` over SSH), so no Airflow component is the driver's parent; unset, "

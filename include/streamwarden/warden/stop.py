@@ -4,6 +4,9 @@ Graceful stop: the stop marker (``<run_root>/stop``) makes the job drain its cur
 the job deletes the marker on exit. Only when the drain does not finish in time is the holder's process
 group signalled: SIGTERM, then SIGKILL. A stopped (SIGSTOPped) process can neither drain nor act on
 SIGTERM, so a group with a stopped member is killed at once.
+
+A warm standby is stopped first, whichever way the stream is stopped: it would otherwise take the lease the
+moment the stream lets it go, and a stop on purpose would become a takeover.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import psutil
 from streamwarden.atomic import write_bytes_atomic
 from streamwarden.processes import group_members, live
 from streamwarden.settings import Settings
-from streamwarden.warden.launcher import read_launch_record, running_holder
+from streamwarden.warden.launcher import read_launch_record, running_holder, running_standby
 
 LIFECYCLE_POOL = "stream_lifecycle"
 """Airflow pool (1 slot) every task that starts or stops the stream runs in."""
@@ -57,7 +60,9 @@ class StopFailedError(RuntimeError):
 
 
 def request_stop(settings: Settings, wait: float | None) -> int:
-    """``streamwarden stop``: write the stop marker; with ``wait``, wait until the lease is free."""
+    """``streamwarden stop``: stop the standby, write the stop marker; with ``wait``, wait until the lease is
+    free."""
+    stop_standby(settings)
     holder = running_holder(settings)
     if holder is None:
         print("the stream is not running; nothing to stop")
@@ -81,6 +86,7 @@ def stop_stream(settings: Settings, drain_timeout: float = 120.0, term_timeout: 
     signals the caller's own process group: a holder inside it gets the signals to its pid only.
     """
     started = time.monotonic()
+    stop_standby(settings, term_timeout)
     holder = running_holder(settings)
     if holder is not None and holder.host != socket.gethostname():
         write_bytes_atomic(settings.run_paths.stop_marker, b"")
@@ -113,6 +119,26 @@ def stop_stream(settings: Settings, drain_timeout: float = 120.0, term_timeout: 
             settings.run_paths.stop_marker.unlink(missing_ok=True)  # the job had no chance to remove it
             return StopOutcome(method, pid, time.monotonic() - started)
     raise StopFailedError(f"the stream (pid {pid}, process group {group}) survived SIGKILL")
+
+
+def stop_standby(settings: Settings, term_timeout: float = 30.0) -> int | None:
+    """Stop the warm standby on this host (it holds no batch: SIGTERM, then SIGKILL), waiting or starting; its
+    pid, or ``None`` when there was none. A standby on another host is left to that host's stop."""
+    holder = running_standby(settings)
+    if holder is not None and holder.host == socket.gethostname():
+        pid, group = holder.pid, holder.pgid
+    else:
+        record = read_launch_record(settings, standby=True)
+        stream = running_holder(settings)
+        if record is None or not record.leader_alive() or (stream is not None and stream.pgid == record.pid):
+            return None  # none starting; or the last one took over: it is the stream now
+        pid, group = record.pid, record.pid
+    target = _Target(pid, group)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        target.signal(sig)
+        if _wait_until(lambda: not target.alive(), term_timeout):
+            return pid
+    raise StopFailedError(f"the standby (pid {pid}, process group {group}) survived SIGKILL")
 
 
 @dataclass(frozen=True)

@@ -69,15 +69,16 @@ class StreamwardenHook(BaseHook):
             command[0] = str(local_binary)
         return command
 
-    def start_stream(self) -> int:
-        """Launch the stream detached (here or on the stream host); the pid of its driver once it holds the lease."""
+    def start_stream(self, standby: bool = False) -> int:
+        """Launch the stream (or its warm standby) detached, here or on the stream host; the pid of its driver once
+        it holds the lease (the standby lease)."""
         host = self.warden.stream_host_conn_id
         if host is None:
             return start_stream_detached(self.settings, build_command=self.spark_submit_command,
-                                         lease_timeout=self.warden.lease_timeout)
+                                         lease_timeout=self.warden.lease_timeout, standby=standby)
         options = self.spark_submit_command(self.settings, Path("stream.py"))[1:-1]
-        self.log.info("launching the stream on the stream host %r", host)
-        return launch_on_host(self._run_on_host, host, options, self.warden.lease_timeout)
+        self.log.info("launching the stream%s on the stream host %r", "'s standby" if standby else "", host)
+        return launch_on_host(self._run_on_host, host, options, self.warden.lease_timeout, standby=standby)
 
     def stop_stream(self) -> StopOutcome:
         host = self.warden.stream_host_conn_id

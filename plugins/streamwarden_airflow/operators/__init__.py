@@ -1,10 +1,11 @@
-"""Operators: one step of the warden each (check, decide, restart, alert)."""
+"""Operators: one step of the warden each (check, decide, restart, keep a standby, alert)."""
 
 from streamwarden_airflow.operators.stream import (
     AlertOperator,
     CheckHealthOperator,
     DecideOperator,
+    KeepStandbyOperator,
     RestartStreamOperator,
 )
 
-__all__ = ["AlertOperator", "CheckHealthOperator", "DecideOperator", "RestartStreamOperator"]
+__all__ = ["AlertOperator", "CheckHealthOperator", "DecideOperator", "KeepStandbyOperator", "RestartStreamOperator"]

@@ -20,6 +20,7 @@ from streamwarden.warden.actions import alert_decision, restart_stream
 from streamwarden.warden.decision import Action, Decision, decide
 from streamwarden.warden.health import HealthVerdict
 from streamwarden.warden.lag_history import append_lag_sample
+from streamwarden.warden.standby import keep_standby
 from streamwarden.warden.stop import LIFECYCLE_POOL
 from streamwarden.warden.watch import Sighting
 from streamwarden_airflow.hooks.stream import StreamwardenHook
@@ -134,6 +135,27 @@ class RestartStreamOperator(BaseOperator):
         outcome = restart_stream(hook.settings, _verdict(context, self.health_task_id), start=hook.start_stream,
                                  stop=hook.stop_stream, send=hook.send_alert, force=_force_restart(context),
                                  reason=_reason(context, self.reason), source=run_source(context))
+        return outcome.to_json()
+
+
+class KeepStandbyOperator(BaseOperator):
+    """Keeps one warm standby beside the running stream when ``STREAMWARDEN_WARDEN_STANDBY`` is on: launches one
+    when none waits (the task ends once it holds the standby lease); returns what it found or did. A standby
+    that cannot be launched fails the task (the stream itself runs on).
+
+    :param spark_conn_id: the Spark connection spark-submit is built from
+    """
+
+    def __init__(self, *, spark_conn_id: str = StreamwardenHook.default_conn_name, **kwargs: Any) -> None:
+        kwargs.setdefault("pool", LIFECYCLE_POOL)
+        kwargs.setdefault("trigger_rule", "none_failed_min_one_success")
+        super().__init__(**kwargs)
+        self.spark_conn_id = spark_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        hook = StreamwardenHook(spark_conn_id=self.spark_conn_id)
+        outcome = keep_standby(hook.settings, hook.warden.standby, lambda: hook.start_stream(standby=True))
+        self.log.info("standby: %s%s", outcome.state.value, f" (pid {outcome.pid})" if outcome.pid else "")
         return outcome.to_json()
 
 
