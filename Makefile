@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks longrun soak
+.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks bench-standby longrun soak
 
 # uv installs the pinned stack in a third of pip's time (parallel downloads).
 $(STAMP): requirements.txt pyproject.toml
@@ -74,6 +74,11 @@ longrun: $(STAMP)
 # Other seeds, rates, lengths: make soak SOAK_ARGS="--seed 7 --faults-per-hour 120 --minutes 30"
 soak: $(STAMP)
 	PYTHONPATH=bench $(BIN)/python -m streamwarden_soak $(SOAK_ARGS)
+
+# kill -9 of the stream healed by a warm standby, against a restart (results in bench/results/standby/; about 15
+# minutes): make bench-standby BENCH_ARGS="--kills 20"
+bench-standby: $(STAMP)
+	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench.standby $(BENCH_ARGS)
 
 # The source's watermark query per trigger at a log of 15 minutes of demo traffic and at ten times that
 # (results in bench/results/watermarks/; about 15 minutes).

@@ -50,11 +50,11 @@ def _produce(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _stream() -> int:
+def _stream(standby: bool) -> int:
     """Loads its own settings: invalid ones are documented in last_failure.json for the warden."""
     from streamwarden.stream.runner import run_stream_from_environment
 
-    return run_stream_from_environment()
+    return run_stream_from_environment(standby=standby)
 
 
 def _stop(settings: Settings, args: argparse.Namespace) -> int:
@@ -198,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     produce = sub.add_parser("produce", help="simulate collection points publishing snapshot/update sessions")
     producer.add_arguments(produce)
     produce.set_defaults(func=_produce)
-    sub.add_parser("stream", help="run the streaming job in the foreground")
+    stream = sub.add_parser("stream", help="run the streaming job in the foreground")
+    stream.add_argument("--standby", action="store_true", help="as a warm standby: start Spark, wait for the "
+                        "checkpoint's lease, take over when the running stream's holder dies")
     stop = sub.add_parser("stop", help="drain and stop the running stream (graceful)")
     stop.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
                       help="wait up to SECONDS for the stream to exit (default: do not wait)")
@@ -270,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.umask(0o077)  # everything the platform writes (run files, logs, Airflow's home) is the owner's only
     args = build_parser().parse_args(argv)
     if args.command == "stream":
-        return _stream()
+        return _stream(args.standby)
     if args.command == "stream-host-session":  # the command it runs checks the settings
         from streamwarden.stream_host.gate import run_session
 
