@@ -52,7 +52,7 @@ def test_supervisor_shape(dagbag: Any) -> None:
         assert task.render_template(task.reason, {"params": {"reason": "fixed it"}}) == "fixed it"
         assert task.render_template(task.reason, {"params": {}}) == ""
         assert task.render_template(task.reason, {"params": {"reason": None}}) == ""  # the form's empty field
-    assert {t.task_id for t in dag.tasks if t.pool == "stream_lifecycle"} == {"restart_stream"}
+    assert {t.task_id for t in dag.tasks if t.pool == "stream_lifecycle"} == {"restart_stream", "keep_standby"}
     assert {t.task_id: t.mode for t in dag.tasks if hasattr(t, "poke")} == {"wait_for_backoff": "reschedule"}
     # woken by the continuous watch (an asset watcher in the triggerer) or every two minutes
     schedule = dag.timetable
@@ -65,6 +65,7 @@ def test_supervisor_shape(dagbag: Any) -> None:
     assert dag.get_task("decide_action").downstream_task_ids == {
         "healthy", "notify_degraded", "wait_for_backoff", "escalate"}
     assert dag.get_task("wait_for_backoff").downstream_task_ids == {"restart_stream"}
+    assert dag.get_task("keep_standby").upstream_task_ids == {"healthy", "restart_stream"}
     for signal in ("HEARTBEAT_FLOOR", "MAX_RESTARTS_PER_HOUR", "LAG_WINDOW", "RETENTION_RISK", "force_restart"):
         assert signal in dag.doc_md
 
@@ -94,7 +95,7 @@ def test_supervisor_branches_to_restart_when_no_stream_runs() -> None:
     states = _run_supervisor()
     assert states == {"check_health": "success", "decide_action": "success", "wait_for_backoff": "success",
                       "restart_stream": "success", "healthy": "skipped", "notify_degraded": "skipped",
-                      "escalate": "skipped"}
+                      "escalate": "skipped", "keep_standby": "success"}  # the standby is off: it says so
     (sample,) = read_lag_history(load_settings())  # the check's sample for the Streamwarden page's lag chart
     assert sample.total_lag == 0 and sample.input_rows_per_second is None
 
