@@ -33,8 +33,10 @@ def up_environment(home: Path, settings: Mapping[str, str] | None = None) -> dic
 
 
 def up_command(api_port: int, producer_rate: float | None) -> list[str]:
-    """`up` headless on ``api_port``; with the demo producer at ``producer_rate``, or none when it is None."""
-    command = [str(venv_bin() / "streamwarden"), "up", "--headless", "--api-port", str(api_port)]
+    """`up` headless on ``api_port``; with the demo producer at ``producer_rate``, or none when it is None. No warm
+    standby: the long run and the soak judge the warden's own restarts, and tell a driver by its command line,
+    which a standby that took over still shows as a standby's."""
+    command = [str(venv_bin() / "streamwarden"), "up", "--headless", "--api-port", str(api_port), "--standby", "off"]
     return [*command, "--no-producer"] if producer_rate is None else [*command, "--producer-rate", f"{producer_rate:g}"]
 
 

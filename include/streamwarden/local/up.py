@@ -45,6 +45,7 @@ from streamwarden.local.cluster import ClusterParts
 from streamwarden.local.forecast import supervisor_forecast
 from streamwarden.local.leftovers import MARK, kill_leftovers
 from streamwarden.local.platform_record import write_platform_record
+from streamwarden.local.standby_choice import CHOICES, STANDBY_ENV, choose_standby
 from streamwarden.logs.bounds import LogBounds
 from streamwarden.logs.pruning import prune_logs
 from streamwarden.logs.rolling import roll_if_full
@@ -77,6 +78,7 @@ class PlatformOptions:
     broker_memory_limit: int
     producer: bool = True  # False: no demo producer (the soak drives producers of its own)
     topology: str = "embedded"  # or "cluster": the production rehearsal (:mod:`.cluster`)
+    standby: str = "auto"  # a warm standby: on, off, or on when it fits (:mod:`.standby_choice`)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "memory, at most 4g)")
     parser.add_argument("--no-producer", action="store_false", dest="producer",
                         help="start no demo producer: your own producers write the site topics (the soak does)")
+    parser.add_argument("--standby", choices=CHOICES, default="auto",
+                        help="keep a warm standby (a second driver that takes over a killed stream in seconds): "
+                             "auto (default) turns it on when 6 GiB of memory are available; "
+                             "STREAMWARDEN_WARDEN_STANDBY, when set, decides")
     parser.add_argument("--topology", choices=TOPOLOGIES, default="embedded",
                         help="embedded (default): airflow standalone on SQLite, the stream in one local Spark JVM, "
                              "the tables in a local folder. cluster: the production rehearsal, every part its own "
@@ -112,7 +118,8 @@ def _size(text: str) -> int:
 def run_platform(settings: Settings, args: argparse.Namespace) -> int:
     """Run until Ctrl-C/SIGTERM (exit 0) or until a component dies (ENVIRONMENT exit code)."""
     options = PlatformOptions(args.headless, args.api_port, args.producer_rate,
-                              args.broker_memory_limit or default_limit(), args.producer, args.topology)
+                              args.broker_memory_limit or default_limit(), args.producer, args.topology,
+                              args.standby)
     return LocalPlatform(settings, options, repo_root()).run()
 
 
@@ -208,6 +215,9 @@ class LocalPlatform:
         self.settings = self.settings.model_copy(update={"bootstrap_servers": self.broker.bootstrap_servers})
         self._say(f"broker (Tansu, in memory: it keeps every record) on {self.broker.bootstrap_servers}; the "
                   f"demo producer stops when it holds {self.broker_memory.limit / MIB:.0f} MiB")
+        standby, why = choose_standby(self.options.standby, os.environ, psutil.virtual_memory().available)
+        os.environ[STANDBY_ENV] = "true" if standby else "false"  # the warden's setting, in every component
+        self._say(f"warm standby {'on' if standby else 'off'} ({why})")
         env = self._base_env()
         if self.cluster is not None:
             self.settings = self.cluster.start_storage_and_compute(self.settings, env, self._say)

@@ -155,8 +155,10 @@ def _stand_by(settings: Settings, lease: CheckpointLease) -> tuple[SparkSession,
 
     started = time.monotonic()
     spark = build_spark_session(settings)
-    log.info("standby: Spark session ready in %.1fs", time.monotonic() - started)
     try:
+        check_before_spark(settings)  # the handler and the broker's client imported now; checked again on taking over
+        _warm_python_workers(spark)
+        log.info("standby: Spark session and Python workers ready in %.1fs", time.monotonic() - started)
         taken = wait_to_take_over(settings, lease)
     except BaseException:
         spark.stop()
@@ -164,6 +166,13 @@ def _stand_by(settings: Settings, lease: CheckpointLease) -> tuple[SparkSession,
     if taken is None:
         spark.stop()
     return spark, taken
+
+
+def _warm_python_workers(spark: SparkSession) -> None:
+    """Start the Python worker daemon and a worker per core through an Arrow UDF, as the first batch would: the
+    daemon imports the workers' modules once (``worker_daemon``), and the workers are reused by the batches."""
+    slots = spark.sparkContext.defaultParallelism
+    spark.range(slots, numPartitions=slots).mapInArrow(lambda batches: batches, "id long").collect()
 
 
 def _run(settings: Settings, spark: SparkSession | None = None) -> int:

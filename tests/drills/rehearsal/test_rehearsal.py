@@ -93,6 +93,7 @@ class Rehearsal:
                    STREAMWARDEN_WARDEN_MAX_RESTARTS_PER_HOUR="10", STREAMWARDEN_WARDEN_BACKOFF_BASE="5")
         self.started = time.monotonic()
         self.up = subprocess.Popen([sys.executable, "-m", "streamwarden", "up", "--topology", "cluster", "--headless",
+                                    "--standby", "off",  # the faults are healed by the warden's own restarts
                                     "--no-producer"], env=env, cwd=REPO, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._read, daemon=True).start()
