@@ -44,6 +44,8 @@ def test_launch_returns_the_driver_pid_and_passes_the_spark_options_and_a_bounde
     assert argv == ["streamwarden", "launch", "--lease-timeout", "180", "--", "--master", "spark://m:7077",
                     "--name", "q"]
     assert 180 < timeout <= 300
+    launch_on_host(replying(Answer(Outcome.STARTED, pid=4343), asked=asked), "stream_host", [], 180, standby=True)
+    assert asked[1][0][:3] == ["streamwarden", "launch", "--standby"]
 
 
 def test_launch_refusals_raise_what_a_local_launch_raises() -> None:
