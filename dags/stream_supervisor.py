@@ -26,8 +26,8 @@ run's log). A run of this DAG already under way finishes first (`max_active_runs
 3. **keep_standby** (after `healthy` or `restart_stream`), when `STANDBY` is on: a warm standby beside the
    running stream, its Spark session started, waiting on the checkpoint lease; it takes over by itself the
    moment the stream's holder dies (a kill -9 is healed in seconds, before this DAG even runs). One at a time
-   (its own lease); none while a recovery or an upgrade holds the stream; every stop stops it first. Off: the
-   task says so and does nothing.
+   (its own lease); none while a recovery or an upgrade holds the stream; every stop stops it first. A takeover
+   is alerted (info, once) by the next run. Off: the task says so and does nothing.
 
 #### Signals and their settings (`STREAMWARDEN_WARDEN_*`, read by the workers)
 
@@ -148,5 +148,5 @@ with DAG(
 
     check_health >> decide_action >> [healthy, notify_degraded, wait_for_backoff, escalate]
     wait_for_backoff >> restart_stream
-    keep_standby = KeepStandbyOperator(task_id="keep_standby")
+    keep_standby = KeepStandbyOperator(task_id="keep_standby", health_task_id="check_health")
     [healthy, restart_stream] >> keep_standby

@@ -16,7 +16,12 @@ from typing import Any
 
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.settings import Settings
-from streamwarden.warden.launcher import StreamAlreadyRunningError, running_holder, running_standby
+from streamwarden.warden.launcher import (
+    StreamAlreadyRunningError,
+    read_launch_record,
+    running_holder,
+    running_standby,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +38,13 @@ class StandbyState(StrEnum):
 
 @dataclass(frozen=True)
 class StandbyOutcome:
+    """What :func:`keep_standby` found or did; ``took_over``: the running stream is the last standby, which took
+    the lease from a stream that died (at ``took_over``, the time it took the lease)."""
+
     state: StandbyState
     pid: int | None = None
     reason: str = ""
+    took_over: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "state": self.state.value}
@@ -54,9 +63,12 @@ def keep_standby(settings: Settings, enabled: bool, start: StartStandby) -> Stan
     waiting = running_standby(settings)
     if waiting is not None:
         return StandbyOutcome(StandbyState.WAITING, waiting.pid, f"beside the stream (pid {stream.pid})")
+    last = read_launch_record(settings, standby=True)
+    took_over = (stream.started_at if last is not None and stream.pgid == last.pid
+                 and stream.host == (last.host or stream.host) else None)
     try:
         pid = start()
     except StreamAlreadyRunningError as exc:  # another launch won the race
-        return StandbyOutcome(StandbyState.WAITING, exc.holder.pid if exc.holder else None, str(exc))
+        return StandbyOutcome(StandbyState.WAITING, exc.holder.pid if exc.holder else None, str(exc), took_over)
     log.info("standby launched: pid %d waits for the lease of the stream (pid %d)", pid, stream.pid)
-    return StandbyOutcome(StandbyState.STARTED, pid, f"beside the stream (pid {stream.pid})")
+    return StandbyOutcome(StandbyState.STARTED, pid, f"beside the stream (pid {stream.pid})", took_over)

@@ -15,6 +15,7 @@ from typing import Any
 from airflow.sdk import BaseBranchOperator, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamwarden.alerts import Alert
 from streamwarden.runfiles.hold import read_hold
 from streamwarden.warden.actions import alert_decision, restart_stream
 from streamwarden.warden.decision import Action, Decision, decide
@@ -140,22 +141,34 @@ class RestartStreamOperator(BaseOperator):
 
 class KeepStandbyOperator(BaseOperator):
     """Keeps one warm standby beside the running stream when ``STREAMWARDEN_WARDEN_STANDBY`` is on: launches one
-    when none waits (the task ends once it holds the standby lease); returns what it found or did. A standby
-    that cannot be launched fails the task (the stream itself runs on).
+    when none waits (the task ends once it holds the standby lease); returns what it found or did. When the
+    running stream is the last standby, which took over from a stream that died, that is alerted (info, once per
+    takeover). A standby that cannot be launched fails the task (the stream itself runs on).
 
+    :param health_task_id: the task whose return value is the health verdict (the alert's evidence)
     :param spark_conn_id: the Spark connection spark-submit is built from
     """
 
-    def __init__(self, *, spark_conn_id: str = StreamwardenHook.default_conn_name, **kwargs: Any) -> None:
+    def __init__(self, *, health_task_id: str, spark_conn_id: str = StreamwardenHook.default_conn_name,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("pool", LIFECYCLE_POOL)
         kwargs.setdefault("trigger_rule", "none_failed_min_one_success")
         super().__init__(**kwargs)
+        self.health_task_id = health_task_id
         self.spark_conn_id = spark_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook = StreamwardenHook(spark_conn_id=self.spark_conn_id)
         outcome = keep_standby(hook.settings, hook.warden.standby, lambda: hook.start_stream(standby=True))
         self.log.info("standby: %s%s", outcome.state.value, f" (pid {outcome.pid})" if outcome.pid else "")
+        if outcome.took_over is not None:
+            verdict = _verdict(context, self.health_task_id)
+            hook.send_alert_once(Alert.from_verdict(
+                "info", f"the warm standby took over the stream at {outcome.took_over} (pid {verdict.pid}): the "
+                        "stream before it had died", verdict.to_json(),
+                "read the dead stream's log under run/logs (why it died); a new standby waits" if outcome.pid
+                else "read the dead stream's log under run/logs", source=run_source(context),
+                key=f"takeover@{outcome.took_over}"))
         return outcome.to_json()
 
 

@@ -62,8 +62,11 @@ def test_one_standby_takes_over_a_killed_stream_and_a_stop_stops_it_first(
     assert _until(lambda: (h := running_holder(settings)) is not None and h.pid == started.pid), \
         "the standby did not take over"
     assert running_standby(settings) is None
+    taken = running_holder(settings)
     replacement = keep_standby(settings, True, start_standby)
     assert replacement.state is StandbyState.STARTED
+    assert taken is not None and replacement.took_over == taken.started_at  # the takeover, told once
+    assert keep_standby(settings, True, start_standby).took_over is None
 
     # no standby while a recovery or an upgrade holds the stream
     take_hold(settings, "recover_stream/run-1", "a recovery")
