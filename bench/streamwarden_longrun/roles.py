@@ -41,16 +41,16 @@ ROLES: tuple[Role, ...] = (
           "a task's supervisor and runner (while a task runs)"),
     _role("stream-driver-jvm", r"java .*org\.apache\.spark\.deploy\.SparkSubmit",
           "the stream's driver JVM (spark-submit; on local[*] it does the work)"),
-    _role("stream-driver-python", r"jobs/stream\.py\b", "the stream's Python driver (jobs/stream.py)"),
-    _role("stream-python-workers",
-          r"-m pyspark\.|-m streamwarden\.stream\.worker_daemon\b|pyspark/daemon\.py|pyspark/worker\.py",
-          "PySpark's worker daemons (the stream's preloading one too) and workers, the source runner, the state "
-          "driver worker"),
     _role("helpers", r"bin/spark-class|bin/spark-submit|find_spark_home\.py|/jspawnhelper\b|^chmod \d+ |^rm -rf |"
           r"-c import sys; print\(",
           "short-lived helper commands: spark-submit's shell wrappers and Python version probe, the JVM's "
           "jspawnhelper, the `chmod` Hadoop's local file system runs for each checkpoint file it writes, Spark's "
           "`rm -rf` of its local folders at exit", expected=False),
+    _role("stream-driver-python", r"jobs/stream\.py\b", "the stream's Python driver (jobs/stream.py)"),
+    _role("stream-python-workers",
+          r"-m pyspark\.|-m streamwarden\.stream\.worker_daemon\b|pyspark/daemon\.py|pyspark/worker\.py",
+          "PySpark's worker daemons (the stream's preloading one too) and workers, the source runner, the state "
+          "driver worker"),
 )
 OTHER = "other"
 ROLE_NAMES: tuple[str, ...] = (*(role.name for role in ROLES), OTHER)

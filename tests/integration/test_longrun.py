@@ -33,6 +33,10 @@ START = 1_800_000_000.0  # the made-up run's start, epoch seconds
     ("/usr/lib/jvm/java-17/bin/java -cp /v/pyspark/conf org.apache.spark.deploy.SparkSubmit --master local[*]",
      "stream-driver-jvm"),
     ("bash /v/pyspark/bin/spark-class org.apache.spark.deploy.SparkSubmit --master local[*]", "helpers"),
+    # spark-submit's shell wrappers name the job too: a launch caught in a sample is no second driver
+    ("bash /v/bin/spark-submit --master local[*] --name streamwarden /work/main/jobs/stream.py", "helpers"),
+    ("bash /v/pyspark/bin/spark-class org.apache.spark.deploy.SparkSubmit --name streamwarden /w/jobs/stream.py",
+     "helpers"),
     ("/usr/lib/jvm/java-17-openjdk-amd64/lib/jspawnhelper 17.0.15+6-Debian-1deb12u1 572:573:575", "helpers"),
     ("chmod 0600 /h/checkpoint/streamwarden/state/0/1/..138.changelog.fe09.TID551.tmp.crc", "helpers"),
     ("/v/bin/python /work/main/jobs/stream.py", "stream-driver-python"),

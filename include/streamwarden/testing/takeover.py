@@ -1,6 +1,6 @@
 """Takeovers measured: kill -9 of the stream, then the next batch committed by a warm standby or a new process.
 
-The standby drill (``tests/drills/stream/test_standby.py``: a few kills, every offset exactly once at rest) and
+The standby drill (``tests/drills/stream/test_standby_takeover.py``: a few kills, every offset exactly once at rest) and
 ``make bench-standby`` (ten kills or more, the figures to ``bench/results/standby/``) drive the real job the same
 way: ``streamwarden stream [--standby]`` processes in groups of their own on one checkpoint.
 """

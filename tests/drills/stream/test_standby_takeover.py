@@ -1,15 +1,16 @@
 """The warm standby takes over from a killed stream, and never writes beside it.
 
-A standby (``streamwarden stream --standby``) waits with its Spark session started; the stream is killed -9 at
-random moments of its batches, the standby takes the lease and commits the next batch, a new standby is
-started beside it, and so on. A stop on purpose stops the standby first: nothing takes over. At rest every
-offset is in the table exactly once (read through the Delta log). The times are printed; ``make bench-standby``
-measures them over more kills.
+A standby (``streamwarden stream --standby``) waits with its Spark session started; while a producer keeps
+writing (so a batch always follows), the stream is killed -9 at random moments of its batches, the standby
+takes the lease and commits the next batch, a new standby is started beside it, and so on. A stop on purpose
+stops the standby first: nothing takes over. At rest every offset is in the table exactly once (read through
+the Delta log). The times are printed; ``make bench-standby`` measures them over more kills.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,14 +26,23 @@ from streamwarden.warden.stop import StopMethod, stop_stream
 
 pytestmark = pytest.mark.slow
 
-MESSAGES = 240_000
 KILLS = 3
+CHUNK = 2_000
+"""Messages the producer writes each second meanwhile (under the 8,000 a batch takes at most)."""
 
 
 def test_the_standby_takes_over_each_kill_and_stands_down_on_a_stop_exactly_once(
         broker: LocalBroker, topic_factory: Callable[..., list[str]], tmp_path: Path) -> None:
     topics = topic_factory(2, partitions=2)
-    ends = produce_raw(broker.bootstrap_servers, topics, MESSAGES)
+    stop = threading.Event()
+    ends = [produce_raw(broker.bootstrap_servers, topics, 40_000)]
+
+    def keep_producing() -> None:
+        while not stop.wait(1.0):
+            ends.append(produce_raw(broker.bootstrap_servers, topics, CHUNK))
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
     env = stream_env(tmp_path / "home", broker.bootstrap_servers, f"{topics[0].rsplit('-', 1)[0]}-.*",
                      max_offsets_per_trigger="8000")
     settings = settings_of(env)
@@ -57,12 +67,16 @@ def test_the_standby_takes_over_each_kill_and_stands_down_on_a_stop_exactly_once
         assert standby.poll() is not None, "the standby outlived the stop"
         assert held_by(settings.lease_path) is None and held_by(settings.standby_lease_path) is None
 
+        stop.set()
+        producer.join(60)
         last = processes.start()
-        wait_for(lambda: caught_up(settings.checkpoint_location, ends), 600, "every offset committed", interval=0.5)
+        wait_for(lambda: caught_up(settings.checkpoint_location, ends[-1]), 600, "every offset committed",
+                 interval=0.5)
         settings.run_paths.stop_marker.touch()
         assert last.wait(120) == 0
     finally:
+        stop.set()
         processes.kill_all()
-    report = verify_table(settings.root("output") / RECORDS, expected_ranges(ends))
+    report = verify_table(settings.root("output") / RECORDS, expected_ranges(ends[-1]))
     assert report.ok, report.summary()
-    assert report.rows == MESSAGES
+    assert report.rows == sum(end for parts in ends[-1].values() for end in parts.values())
