@@ -34,10 +34,11 @@ from .compaction import run_compaction_bench
 from .engines import BENCH, QUIX_PYTHON, quix_unavailable, quix_version, run_baseline, run_quix
 from .floor import run_floor
 from .goals import check_goals
-from .report import chart, markdown, rate, ratios, restart_brief, restart_chart
+from .report import chart, markdown, rate, ratios, restart_brief, restart_chart, standby_brief
 from .restarts import RestartBenchSpec, run_restart_bench
 from .sinks import alternate, run_ref, summary
 from .source import Checkout, checkout, state
+from .standby import StandbyBenchSpec, run_standby_bench
 from .stream import run_fixed_cost, run_latency_and_restart, run_throughput
 from .validation import run_validation_bench
 from .verify import verify_streamwarden
@@ -82,12 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("--quix-python", type=Path, default=QUIX_PYTHON)
     add("--skip-scaling", action="store_true")
     add("--scaling-sessions", type=_ints, default=[200, 20_000, 200_000])
-    add("--scaling-topics", type=_ints, default=[3, 60])
+    add("--scaling-topics", type=_ints, default=[60], help="topics (4 partitions each) of the topics cases")
     add("--scaling-rows", type=int, default=10, help="rows per snapshot in the scaling runs")
     add("--scaling-messages", type=int, default=500_000)
+    add("--scaling-message-bytes", type=_ints, default=[4096],
+        help="message sizes of the message-size cases (every value padded to at least this many bytes)")
+    add("--scaling-message-count", type=int, default=250_000, help="messages of each message-size case")
     add("--scaling-batches", type=_ints, default=[100_000],
-        help="batch size caps measured on the main workload's shape (scaling messages), with the peer")
-    add("--scaling-quix", action="store_true", help="run the peer in the scaling series too")
+        help="batch size caps measured on the main workload's shape (scaling messages)")
+    add("--standby-kills", type=int, default=10,
+        help="kill -9 of the stream with a warm standby waiting, each healed by it (0: no standby phase)")
+    add("--standby-rate", type=float, default=2000.0, help="msg/s produced during the standby phase")
     add("--compare-sink-ref", metavar="REF", default=None,
         help="also run the job of commit REF (e.g. aa2af02, the manifest sink) on the main workload, alternating "
              "with today's job, and report the ratio of the medians (off by default: ~2 more minutes per run)")
@@ -242,17 +248,29 @@ class Bench:
         a = self.args
         points = [("sessions", n, {"sessions": n}) for n in a.scaling_sessions]
         points += [("topics", n, {"topics": n, "sessions": max(a.sessions, n)}) for n in a.scaling_topics]
+        points += [("message_bytes", n, {"pad_to": n, "messages": a.scaling_message_count})
+                   for n in a.scaling_message_bytes]
         measured = set()
         for axis, value, changes in points:
-            spec = self.spec(f"{axis[0]}{value}", rows=a.scaling_rows, messages=a.scaling_messages, **changes)
-            if (spec.topics, spec.sessions) in measured:  # e.g. 3 topics x 200 sessions: already a sessions point
+            spec = self.spec(f"{axis[0]}{value}", rows=a.scaling_rows, **{"messages": a.scaling_messages, **changes})
+            if (spec.topics, spec.sessions, spec.pad_to) in measured:  # 3 topics x 200 sessions: a sessions point
                 continue
-            measured.add((spec.topics, spec.sessions))
-            yield {"axis": axis, "value": value, **self.case(f"{axis}-{value}", spec, quix=a.scaling_quix, full=False)}
-        for batch in a.scaling_batches:  # the main workload's shape, smaller, at a lower cap: with the peer
+            measured.add((spec.topics, spec.sessions, spec.pad_to))
+            yield {"axis": axis, "value": value, **self.case(f"{axis}-{value}", spec, quix=True, full=False)}
+        for batch in a.scaling_batches:  # the main workload's shape, smaller, at a lower cap
             spec = self.spec(f"b{batch}", messages=a.scaling_messages)
             yield {"axis": "batch", "value": batch, **self.case(f"batch-{batch}", spec, quix=True, full=False,
                                                                batch=batch)}
+
+    def standby(self) -> dict[str, Any]:
+        """kill -9 of a stream of its own healed by the warm standby; a failure is recorded, not raised."""
+        a = self.args
+        spec = StandbyBenchSpec(kills=a.standby_kills, restarts=0, rate=a.standby_rate, seed=a.seed)
+        self.say(f"standby: {spec.kills} kills -9 of the stream, each healed by a warm standby")
+        try:
+            return run_standby_bench(spec, self.bootstrap, self.work / "standby", prefix=f"bench{self.run_id}sb")
+        except Exception as exc:  # recorded; the run's other results stand
+            return {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
 
 
 def _brief(result: dict[str, Any]) -> str:
@@ -277,7 +295,10 @@ def all_verified(results: dict[str, Any]) -> bool:
     ran = [c[e] for c in cases for e in ("baseline", "streamwarden", "quix") if e in c and "skipped" not in c[e]]
     ran += [r for c in cases for r in c.get("sinks", {}).get("runs", [])]
     ran += [results["restarts"]] if "restarts" in results else []
-    return all(r.get("verification", {}).get("ok") for r in ran)
+    standby = results.get("standby")
+    return all(r.get("verification", {}).get("ok") for r in ran) and (
+        standby is None or bool(standby.get("verified", {}).get("exactly_once")
+                                and standby["verified"].get("sessions_exact")))
 
 
 def results_stem(folder: Path, day: str, host: str) -> Path:
@@ -339,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
             results["main"] = bench.case("main", bench.spec("m"), quix=True, full=not args.skip_latency,
                                          sinks=True)
             save()
+            if args.standby_kills > 0:
+                results["standby"] = bench.standby()
+                say(f"standby: {standby_brief(results['standby'])}")
+                save()
             if not args.skip_compaction:
                 say(f"compaction: {args.compaction_files:,} small files; vacuum: {args.vacuum_files:,} files")
                 results["compaction"] = run_compaction_bench(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .goals import check_goals, goal_lines
+from .goals import case_label, check_goals, goal_lines
+from .standby import summary_lines
 
 ENGINES = ("baseline", "streamwarden", "quix")
 
@@ -73,19 +74,22 @@ def markdown(results: dict[str, Any]) -> str:
                      f"({times['commits']} commits).")
     if "sinks" in main:
         lines += ["", *sink_lines(main["sinks"], base)]
+    if "standby" in results:
+        lines += ["", *standby_lines(results["standby"])]
     if "compaction" in results:
         lines += ["", *compaction_lines(results["compaction"])]
     if "restarts" in results:
         lines += ["", *restart_lines(results["restarts"])]
     if results.get("scaling"):
         lines += ["", "| scaling | messages | baseline msg/s | streamwarden msg/s | x baseline | quix msg/s "
-                  "| RSS MiB baseline / streamwarden / quix | streamwarden PSS MiB |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| x quix | RSS MiB baseline / streamwarden / quix | streamwarden PSS MiB |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for case in results["scaling"]:
             rss = " / ".join(_cell((case.get(n) or {}).get("peak_rss_mib")) for n in ENGINES)
-            lines.append(f"| {case['axis']} = {case['value']:,} | {case['workload']['messages']:,} "
+            lines.append(f"| {case_label(case)} | {case['workload']['messages']:,} "
                          f"| {_cell(rate(case.get('baseline')))} | {_cell(rate(case.get('streamwarden')))} "
                          f"| {_cell(case['ratios']['streamwarden_vs_baseline'])} | {_cell(rate(case.get('quix')))} "
+                         f"| {_cell(case['ratios']['streamwarden_vs_quix'])} "
                          f"| {rss} | {_cell((case.get('streamwarden') or {}).get('peak_pss_mib'))} |")
     return "\n".join(lines) + "\n"
 
@@ -109,6 +113,24 @@ def floor_lines(fixed: dict[str, Any]) -> list[str]:
                      f"{listed.get('p95')} ms; fetched at the ends known from the previous query, nothing new (every "
                      f"later trigger, at its cheapest) p50 {known.get('p50')} ms, p95 {known.get('p95')} ms.")
     return lines
+
+
+def standby_brief(standby: dict[str, Any]) -> str:
+    """One line on the standby phase, for the progress output."""
+    if "error" in standby:
+        return f"ERROR {standby['error']}"
+    batch = standby["summary"]["standby"]["next_batch_s"]
+    return (f"next batch after kill -9 p50 {batch.get('p50')} s, max {batch.get('max')} s; "
+            f"verified={standby['verified']}")
+
+
+def standby_lines(standby: dict[str, Any]) -> list[str]:
+    """The standby phase: its kills, the standby's RSS, the verdict at rest."""
+    if "error" in standby:
+        return [f"Warm standby: ERROR {standby['error']}"]
+    return [f"Warm standby (`streamwarden_bench.standby` on a stream of its own: session pipeline, 1 s trigger, "
+            f"{standby['spec']['rate']:g} msg/s produced meanwhile; kill -9 at a random moment, times from the kill):",
+            "", *summary_lines(standby)]
 
 
 def compaction_lines(c: dict[str, Any]) -> list[str]:
@@ -236,7 +258,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
             if any(v for _, v in points):
                 axes[3].plot([p for p, _ in points], [v or 0 for _, v in points], style, label=name)
         axes[3].set_yscale("log")
-        axes[3].set_title("scaling: msg/s, log scale (s=sessions, t=topics)")
+        axes[3].set_title("scaling: msg/s, log scale (s=sessions, t=topics, m=message bytes, b=batch cap)")
         axes[3].legend()
         axes[3].tick_params(axis="x", rotation=30)
     fig.suptitle(f"Streamwarden benchmark {results['meta']['date']} on {results['meta']['host']} "

@@ -86,11 +86,18 @@ def source_options(settings: Settings, layout: StateLayout | None = None) -> dic
     return options
 
 
+def register_source(spark: SparkSession, settings: Settings) -> None:
+    """Register the Python Kafka source with the session (none for Spark's JVM connector). The JVM's first
+    registration looks up the installed Python data sources in a Python process of its own (1-2 s), so a warm
+    standby registers before it waits for the lease; again is a no-op in milliseconds."""
+    if settings.source_impl == "python":
+        spark.dataSource.register(KafkaDataSource)
+
+
 def kafka_frame(spark: SparkSession, settings: Settings, layout: StateLayout | None = None) -> DataFrame:
     """The raw Kafka records as a streaming DataFrame (packed into the ``layout``'s buckets by the Python
     source)."""
-    if settings.source_impl == "python":
-        spark.dataSource.register(KafkaDataSource)
+    register_source(spark, settings)
     source = "kafka" if settings.source_impl == "jvm" else SOURCE_NAME
     return spark.readStream.format(source).options(**source_options(settings, layout)).load()
 

@@ -149,7 +149,7 @@ def _stand_by(settings: Settings, lease: CheckpointLease) -> tuple[SparkSession,
     """The standby's Spark session (the JVM, the session, the job's modules: what a start spends its first
     seconds on), then the wait for the lease. A standby that fails before it takes the lease writes no failure
     document: the stream it stands by for is not failed."""
-    from streamwarden.stream import pipeline  # noqa: F401 - imported while waiting, not after the takeover
+    from streamwarden.stream.pipeline import register_source  # the pipeline imported while waiting
     from streamwarden.stream.spark_session import build_spark_session
     from streamwarden.stream.standby import wait_to_take_over
 
@@ -158,6 +158,7 @@ def _stand_by(settings: Settings, lease: CheckpointLease) -> tuple[SparkSession,
     try:
         check_before_spark(settings)  # the handler and the broker's client imported now; checked again on taking over
         _warm_python_workers(spark)
+        register_source(spark, settings)
         log.info("standby: Spark session and Python workers ready in %.1fs", time.monotonic() - started)
         taken = wait_to_take_over(settings, lease)
     except BaseException:

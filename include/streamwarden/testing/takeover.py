@@ -93,10 +93,12 @@ def _last_commit(settings: Settings) -> int | None:
 
 
 def kill_and_heal(settings: Settings, processes: StreamProcesses, rng: random.Random, *, standby: bool,
-                  max_pause: float = 3.0, timeout: float = 300.0) -> Takeover:
+                  max_pause: float = 3.0, timeout: float = 300.0,
+                  on_standby_ready: Callable[[int], None] | None = None) -> Takeover:
     """Kill -9 the running stream at a random moment of its batches (``max_pause`` after a standby is ready, or
     after a batch committed), then wait for the next batch committed by whoever holds the lease next: the waiting
-    standby, or a process started right after the kill (what the warden's restart does, without its detection)."""
+    standby, or a process started right after the kill (what the warden's restart does, without its detection).
+    ``on_standby_ready`` is given the waiting standby's pid just before the kill (to measure it)."""
     waiting = None
     if standby:
         waiting = processes.start(standby=True)
@@ -106,6 +108,8 @@ def kill_and_heal(settings: Settings, processes: StreamProcesses, rng: random.Ra
     if active is None:
         raise RuntimeError("no stream holds the lease: nothing to kill")
     time.sleep(rng.uniform(0.0, max_pause))
+    if waiting is not None and on_standby_ready is not None:
+        on_standby_ready(waiting.pid)
     killed_at = time.monotonic()
     processes.kill9(active.pgid)
     before = _last_commit(settings)  # read once the killed group is gone: nothing of it commits after this
