@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks bench-standby longrun soak
+.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks bench-standby profile longrun soak
 
 # uv installs the pinned stack in a third of pip's time (parallel downloads).
 $(STAMP): requirements.txt pyproject.toml
@@ -79,6 +79,12 @@ soak: $(STAMP)
 # minutes): make bench-standby BENCH_ARGS="--kills 20"
 bench-standby: $(STAMP)
 	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench.standby $(BENCH_ARGS)
+
+# Where the stream's CPU goes while it reads a backlog: py-spy on every Python process, Java Flight Recorder on the
+# driver JVM (results in bench/results/profile/; about 3 minutes).
+profile: $(STAMP)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r bench/requirements-profile.txt
+	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench.profile $(BENCH_ARGS)
 
 # The source's watermark query per trigger at a log of 15 minutes of demo traffic and at ten times that
 # (results in bench/results/watermarks/; about 15 minutes).
