@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from typing import Any
 import psutil
 
 from streamwarden.local.broker import LocalBroker
+from streamwarden.logs.bounds import JVM_LOG, PYTHON_LOG, log_files
 from streamwarden.process_setup import DRIVER_MEMORY, driver_java_options
 
 from .engines import BENCH
@@ -77,6 +79,40 @@ def cpu_seconds(processes: list[psutil.Process]) -> dict[int, float]:
         with contextlib.suppress(psutil.Error):
             times = process.cpu_times()
             found[process.pid] = times.user + times.system
+    return found
+
+
+START_MARKS = (
+    (JVM_LOG, "the driver JVM logs", re.compile(r"Running Spark version")),
+    (PYTHON_LOG, "the lease taken", re.compile(r"lease taken")),
+    (JVM_LOG, "Python data sources looked up", re.compile(r"Loading static Python Data Sources")),
+    (PYTHON_LOG, "the query started", re.compile(r"query \S+ started")),
+    (JVM_LOG, "the source's Python runner starting", re.compile(r"Initializing Python runner")),
+    (JVM_LOG, "the source's runner answering", re.compile(r"Finish initializing with logical plan")),
+    (JVM_LOG, "the state's pre-init runner done", re.compile(r"Runner initialization succeeded")),
+    (JVM_LOG, "the first batch's first task", re.compile(r"Starting task 0\.0 in stage")),
+    (JVM_LOG, "the state stores loaded", re.compile(r"Loading checkpoint files for version")),
+    (PYTHON_LOG, "the first batch committed", re.compile(r"batch \d+ committed to session_rows")),
+)
+"""What a start goes through, each found by the first line of its log that matches, in the order expected."""
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[.,](\d{3})")
+
+
+def start_timeline(logs: Path, launched_at: float) -> list[tuple[str, float | None]]:
+    """Seconds from the launch to each of :data:`START_MARKS` (``None``: not in the logs)."""
+    found: list[tuple[str, float | None]] = []
+    for log, what, pattern in START_MARKS:
+        at = None
+        for path in log_files(logs, log):
+            for line in path.read_text(errors="replace").splitlines():
+                stamp = _STAMP.match(line)
+                if stamp and pattern.search(line):
+                    moment = datetime.strptime(stamp[1], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+                    at = round(moment.timestamp() + int(stamp[2]) / 1000 - launched_at, 2)
+                    break
+            if at is not None:
+                break
+        found.append((what, at))
     return found
 
 
@@ -141,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         job = StreamJob(settings).start()
         try:
             job.wait_until(lambda: len(job.commits()) >= 1, 600, "the first batch")
+            timeline = start_timeline(settings.run_paths.logs, job.launched_at)
             document = _sample(job, out, args)
+            document["start_s"] = timeline
             job.wait_until(lambda: job.caught_up(workload.ends), 1800, "catch-up on the backlog")
         finally:
             job.stop()
@@ -180,7 +218,8 @@ def _sample(job: StreamJob, out: Path, args: argparse.Namespace) -> dict[str, An
     by_role: dict[str, Counter[str]] = {}
     for s in sampled:
         by_role.setdefault(s.role, Counter()).update(collapsed(s.stacks))
-    return {"wall_s": round(wall, 1), "cpu_s_by_role": {r: round(v, 1) for r, v in sorted(cpu.items(), key=lambda i: -i[1])},
+    by_cpu = sorted(cpu.items(), key=lambda item: -item[1])
+    return {"wall_s": round(wall, 1), "cpu_s_by_role": {role: round(seconds, 1) for role, seconds in by_cpu},
             "processes": [{"role": s.role, "pid": s.pid, "samples": s.samples, "stacks": s.stacks.name}
                           for s in sampled],
             "own_time_by_role": {role: own_time(stacks, 20) for role, stacks in by_role.items()}}
@@ -195,6 +234,8 @@ def _markdown(document: dict[str, Any], started: datetime, args: argparse.Namesp
     total = sum(document["cpu_s_by_role"].values()) or 1.0
     for role, seconds in document["cpu_s_by_role"].items():
         lines.append(f"| {role} | {seconds} | {seconds / total:.0%} |")
+    lines += ["", "## The start: seconds from the launch", "", "| step | s |", "| --- | --- |"]
+    lines += [f"| {what} | {'-' if at is None else at} |" for what, at in document["start_s"]]
     for role, frames in document["own_time_by_role"].items():
         samples = sum(p["samples"] for p in document["processes"] if p["role"] == role) or 1
         lines += ["", f"## {role}: own time (innermost frame), {samples:,} samples", "",
