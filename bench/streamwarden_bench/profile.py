@@ -83,7 +83,6 @@ def cpu_seconds(processes: list[psutil.Process]) -> dict[int, float]:
 
 
 START_MARKS = (
-    (JVM_LOG, "the driver JVM logs", re.compile(r"Running Spark version")),
     (PYTHON_LOG, "the lease taken", re.compile(r"lease taken")),
     (JVM_LOG, "Python data sources looked up", re.compile(r"Loading static Python Data Sources")),
     (PYTHON_LOG, "the query started", re.compile(r"query \S+ started")),
@@ -114,6 +113,22 @@ def start_timeline(logs: Path, launched_at: float) -> list[tuple[str, float | No
                 break
         found.append((what, at))
     return found
+
+
+_TASK = re.compile(r"\[batchId = (\d+)\] Finished task \S+ in stage (\d+)\.\d+ \(TID \d+\) in (\d+) ms")
+
+
+def stage_split(logs: Path) -> list[dict[str, Any]]:
+    """Per batch, its Spark stages in order (the first reads Kafka and packs, the second runs the sessions and
+    writes the files): tasks, the longest task and all tasks' time, from the driver JVM's log."""
+    tasks: dict[int, dict[int, list[int]]] = {}
+    for path in log_files(logs, JVM_LOG):
+        for match in _TASK.finditer(path.read_text(errors="replace")):
+            batch, stage, ms = map(int, match.groups())
+            tasks.setdefault(batch, {}).setdefault(stage, []).append(ms)
+    return [{"batch": batch, "stages": [{"tasks": len(ms), "longest_ms": max(ms), "total_ms": sum(ms)}
+                                        for _, ms in sorted(stages.items())]}
+            for batch, stages in sorted(tasks.items())]
 
 
 def collapsed(path: Path) -> Counter[str]:
@@ -183,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             job.wait_until(lambda: job.caught_up(workload.ends), 1800, "catch-up on the backlog")
         finally:
             job.stop()
+        document["stages"] = stage_split(settings.run_paths.logs)
     document["options"] = {k: str(v) for k, v in vars(args).items()}
     document["hot_jvm_methods"] = jvm_hot_methods(out / "driver.jfr", 25)
     (out / "profile.json").write_text(json.dumps(document, indent=2, sort_keys=True))
@@ -236,6 +252,12 @@ def _markdown(document: dict[str, Any], started: datetime, args: argparse.Namesp
         lines.append(f"| {role} | {seconds} | {seconds / total:.0%} |")
     lines += ["", "## The start: seconds from the launch", "", "| step | s |", "| --- | --- |"]
     lines += [f"| {what} | {'-' if at is None else at} |" for what, at in document["start_s"]]
+    lines += ["", "## Each batch's stages (driver JVM log): tasks, longest task s / all tasks' s", "",
+              "| batch | stage 1 (read, pack) | stage 2 (sessions, files) |", "| --- | --- | --- |"]
+    for batch in document["stages"]:
+        cells = [f"{st['tasks']} tasks, {st['longest_ms'] / 1000:.2f} / {st['total_ms'] / 1000:.2f}"
+                 for st in batch["stages"]]
+        lines.append(f"| {batch['batch']} | " + " | ".join(cells) + " |")
     for role, frames in document["own_time_by_role"].items():
         samples = sum(p["samples"] for p in document["processes"] if p["role"] == role) or 1
         lines += ["", f"## {role}: own time (innermost frame), {samples:,} samples", "",
