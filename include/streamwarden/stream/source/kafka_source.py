@@ -10,7 +10,8 @@ Options mirror Spark's Kafka source so users recognise them:
 ``startingOffsets``         ``earliest`` | ``latest`` | JSON ``{topic: {partition: offset}}`` (-2 earliest,
                             -1 latest); only for a new checkpoint
 ``failOnDataLoss``          ``true`` (default): expired/vanished offsets fail with DATA_LOSS
-``maxOffsetsPerTrigger``    cap of records per micro-batch, spread fairly over partitions
+``maxOffsetsPerTrigger``    cap of records per micro-batch, spread fairly over partitions; the first batch
+                            a reader plans reads at most :data:`FIRST_BATCH_RECORDS` whatever the cap
 ``highWatermarkSource``     ``fetch`` (default, right on every broker) | ``list_offsets`` (Apache Kafka)
 ``failOnTopicDeletion``     ``true``: a vanished topic is DATA_LOSS instead of a pruning warning
 ``stopMarkerPath``          when this file exists no new offsets are planned (graceful drain)
@@ -71,6 +72,11 @@ from streamwarden.stream.source.schema import SPARK_DDL
 from streamwarden.stream.worker_gc import spread_collections
 
 log = logging.getLogger("streamwarden.stream.source")
+
+FIRST_BATCH_RECORDS = 50_000
+"""The most records the first batch after a start reads (a replay of an interrupted batch reads what its
+offsets say): with a backlog the stream commits seconds after its start, its Python workers and state
+stores warmed on a small batch, instead of after a full batch run cold (docs/benchmarks.md)."""
 SOURCE_NAME = "pykafka"
 _EARLIEST, _LATEST = -2, -1
 
@@ -152,6 +158,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._known_ends: dict[TopicPartitionId, int] = {}
         self._answered_at = time.monotonic()  # the broker's last answer (or the reader's creation)
         self._inexact: set[TopicPartitionId] = set()
+        self._planned = False  # a batch with records planned by this reader (after a start: none yet)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -255,8 +262,12 @@ class KafkaStreamReader(DataSourceStreamReader):
                 latest[tp] = self._checked_end(tp, begin[tp], found.low, found.high)
             else:  # a lower bound of the end proves no loss: plan up to it, never back
                 latest[tp] = max(begin[tp], found.high)
-        if isinstance(limit, ReadMaxRows):
-            latest = spread_limit({tp: p for tp, p in begin.items() if tp in latest}, latest, limit.max_rows)
+        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if not self._planned:
+            rows = min(rows or FIRST_BATCH_RECORDS, FIRST_BATCH_RECORDS)
+        if rows is not None:
+            latest = spread_limit({tp: p for tp, p in begin.items() if tp in latest}, latest, rows)
+        self._planned = self._planned or any(end > begin.get(tp, end) for tp, end in latest.items())
         return dict(to_doc(latest))
 
     def _prune(self, begin: Positions, present: set[TopicPartitionId]) -> None:
