@@ -14,10 +14,10 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias, cast, get_args
 
 import msgspec
 
@@ -33,8 +33,7 @@ RESERVED_COLUMNS = frozenset({"session_id", "row_id"})
 _COLUMN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _ISO_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-_ENCODER = msgspec.json.Encoder()  # encodes the dataclasses in field order, 10x faster than json
-_NO_RESTART_REQUEST = b',"restart_request":null}'
+_ENCODER = msgspec.json.Encoder()  # encodes the events in field order, 10x faster than json
 
 
 class SchemaError(ValueError):
@@ -118,19 +117,20 @@ DEMO_SCHEMA = TableSchema.parse({"price": "double", "qty": "long", "status": "st
                                  "active": "boolean"})
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(msgspec.Struct, frozen=True):
     """One row of a snapshot."""
 
     row_id: str
     values: Mapping[str, Value]
 
 
-@dataclass(frozen=True, slots=True)
-class _Event:
-    """Fields every event has (``type`` is fixed per subclass and encoded first); ``ts`` must be zoned."""
+class _Event(msgspec.Struct, frozen=True, tag_field="type"):
+    """Fields every event has (``type``, the tag, is fixed per subclass and encoded first); ``ts`` must be zoned.
 
-    type: str = field(default="", init=False)
+    Frozen msgspec structs, not dataclasses: one is built per message, at a tenth of a frozen dataclass's cost.
+    """
+
+    type: ClassVar[str]
     session_id: str
     seq: int
     ts: datetime
@@ -140,41 +140,37 @@ class _Event:
             raise ValueError(f"invalid event: session_id={self.session_id!r} seq={self.seq} ts={self.ts}")
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotEvent(_Event):
+class SnapshotEvent(_Event, frozen=True, tag="snapshot", omit_defaults=True):
     """Replaces the whole table of the session; opens every session (``seq`` 0).
 
     ``restart_request`` names the control command (its ``request_id``) this snapshot answers, when the
     session was opened because of one; encoded only when set.
     """
 
-    type: Literal["snapshot"] = field(default="snapshot", init=False)
+    type: ClassVar[Literal["snapshot"]] = "snapshot"
     rows: tuple[Row, ...]
     restart_request: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateEvent(_Event):
+class UpdateEvent(_Event, frozen=True, tag="update"):
     """Upserts one row; columns absent from ``values`` (or null) keep their previous value."""
 
-    type: Literal["update"] = field(default="update", init=False)
+    type: ClassVar[Literal["update"]] = "update"
     row_id: str
     values: Mapping[str, Value]
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteEvent(_Event):
+class DeleteEvent(_Event, frozen=True, tag="delete"):
     """Removes one row."""
 
-    type: Literal["delete"] = field(default="delete", init=False)
+    type: ClassVar[Literal["delete"]] = "delete"
     row_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class EndEvent(_Event):
+class EndEvent(_Event, frozen=True, tag="end"):
     """Closes the session; no message follows with its id."""
 
-    type: Literal["end"] = field(default="end", init=False)
+    type: ClassVar[Literal["end"]] = "end"
 
 
 SessionEvent: TypeAlias = SnapshotEvent | UpdateEvent | DeleteEvent | EndEvent
@@ -195,8 +191,6 @@ def encode(event: SessionEvent, pad_to: int = 0) -> bytes:
     readers ignore (unknown top-level fields are allowed); used to benchmark larger messages.
     """
     data = _ENCODER.encode(event)
-    if data.endswith(_NO_RESTART_REQUEST):  # the optional field is last: absent rather than null
-        data = data[:-len(_NO_RESTART_REQUEST)] + b"}"
     missing = pad_to - len(data)
     if missing > 0:
         data = data[:-1] + b',"pad":"' + b"x" * max(0, missing - 9) + b'"}'

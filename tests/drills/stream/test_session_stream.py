@@ -53,19 +53,20 @@ HERE = Path(__file__).resolve().parent
 
 
 class EventCounter:
-    """A handler written here, not in Streamwarden: counts each session's events."""
+    """A handler written here, not in Streamwarden: counts each session's events, and gives a timestamp column
+    as the wire's ISO-8601 text (the job converts it)."""
 
     state_version: ClassVar[int] = 1
     state_schema: ClassVar[str] = "decimal count"
 
     def output_columns(self, schema: TableSchema) -> Sequence[tuple[str, ColumnType]]:
-        return [("events_seen", "long"), ("last_type", "string")]
+        return [("events_seen", "long"), ("last_type", "string"), ("seen_at", "timestamp")]
 
     def initial_state(self) -> int:
         return 0
 
     def on_event(self, state: int, event: SessionEvent) -> tuple[int, list[dict[str, Any]]]:
-        return state + 1, [{"events_seen": state + 1, "last_type": event.type}]
+        return state + 1, [{"events_seen": state + 1, "last_type": event.type, "seen_at": event.ts.isoformat()}]
 
     def encode_state(self, state: int) -> bytes:
         return str(state).encode()
@@ -271,6 +272,7 @@ def test_a_handler_from_this_file_runs_through_the_same_job_and_is_pinned(
     rows = read_table(job.settings.root("output") / SESSION_ROWS).sort_by("seq")
     assert rows.column("events_seen").to_pylist() == [1, 2, 3, 4]
     assert rows.column("last_type").to_pylist() == ["snapshot", "update", "update", "delete"]
+    assert rows.column("seen_at").to_pylist() == rows.column("event_ts").to_pylist()
     assert pc.all(pc.equal(rows.column("session_id"), "A")).as_py()
 
     job.env["STREAMWARDEN_SESSION_HANDLER"] = "streamwarden.stream.sessions.table_handler:TableReconstruction"

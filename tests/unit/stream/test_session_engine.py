@@ -60,11 +60,11 @@ def run(messages: Iterable[Message], policy: SessionPolicy) -> tuple[dict[str, A
     for records in by_key.values():
         result = process_session(SessionMeta(), HANDLER.initial_state(), records, handler=HANDLER, schema=SCHEMA,
                                  policy=policy)
-        if result.rows and not result.released:
-            tables[result.rows[-1].event.session_id] = result.state
+        if result.applied and not result.released:
+            tables[result.applied[-1].event.session_id] = result.state
         for letter in result.dead:
             dead.setdefault((letter.record.key or b"").decode(), []).append(letter.error_class)
-        rows += len({r.record.offset for r in result.rows}) + len(result.dead)
+        rows += len({a.record.offset for a in result.applied}) + len(result.dead)
     return tables, dead, rows
 
 
@@ -283,11 +283,12 @@ def test_session_boundaries_are_marked_on_the_rows_of_their_events() -> None:
               snapshot("S", 2, {"r1": {"qty": 4}}), EndEvent("S", 3, T0),
               SnapshotEvent("S", 0, T0, (Row("r9", {"qty": 9}),), restart_request="restart-1")]
     result = _process(events, SessionPolicy(tier="strict", max_message_bytes=MAX_MESSAGE_BYTES))
-    marked = [(r.record.offset, r.row["op"], r.boundary and r.boundary.value, r.restart_request) for r in result.rows]
+    marked = [(a.record.offset, row["op"], a.boundary and a.boundary.value, a.restart_request)
+              for a in result.applied for row in a.rows]
     assert marked == [(0, "snapshot", "start", None), (0, "snapshot", "start", None), (1, "upsert", None, None),
                       (2, "snapshot", "snapshot", None), (3, "end", "end", None),
                       (4, "snapshot", "start", "restart-1")]
-    assert not result.dead and not result.released
+    assert not result.dead and not result.released and result.rows == len(marked)
 
 
 def test_a_new_snapshot_heals_a_resync_session_as_resync_and_an_end_in_resync_releases_the_state() -> None:
@@ -295,7 +296,7 @@ def test_a_new_snapshot_heals_a_resync_session_as_resync_and_an_end_in_resync_re
     gap = [snapshot("G", 0, {"r1": {"qty": 1}}), update("G", 2, "r1", qty=2)]
     healed = _process([*gap, snapshot("G", 3, {"r1": {"qty": 5}})], policy)
     assert [d.error_class for d in healed.dead] == ["SEQUENCE_GAP"]
-    assert [(r.record.offset, r.boundary and r.boundary.value) for r in healed.rows] == [(0, "start"), (2, "resync")]
+    assert [(r.record.offset, r.boundary and r.boundary.value) for r in healed.applied] == [(0, "start"), (2, "resync")]
     assert healed.state == {"r1": {"qty": 5}} and healed.meta.resync_since is None
     ended = _process([*gap, update("G", 3, "r1", qty=3), EndEvent("G", 4, T0)], policy)
     assert [d.error_class for d in ended.dead] == ["SEQUENCE_GAP", "RESYNC_SKIPPED", "RESYNC_SKIPPED"]

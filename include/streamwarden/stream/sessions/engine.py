@@ -28,6 +28,7 @@ released at once instead of at the session timeout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -114,12 +115,14 @@ class RawRecord(NamedTuple):
     timestamp: datetime | None  # the Kafka timestamp, UTC (the job passes it naive, in UTC)
 
 
-class AppliedRow(NamedTuple):
-    """An output row with the event that caused it, and the session boundary that event is (if any)."""
+class AppliedEvent(NamedTuple):
+    """An applied event with the output rows it caused, and the session boundary it is (if any).
+
+    One per event, not per row: a snapshot's rows share their event's columns, which the output repeats."""
 
     record: RawRecord
     event: SessionEvent
-    row: OutputRow
+    rows: Sequence[OutputRow]
     boundary: Boundary | None = None
 
     @property
@@ -142,9 +145,10 @@ class SessionResult:
 
     meta: SessionMeta
     state: Any
-    rows: list[AppliedRow] = field(default_factory=list)
+    applied: list[AppliedEvent] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     released: bool = False
+    rows: int = 0  # the output rows of ``applied``
 
 
 def process_session(
@@ -176,7 +180,8 @@ def process_session(
         else:
             boundary = _boundary(result.meta, event)
             result.state, rows = handler.on_event(result.state, event)
-            result.rows.extend([AppliedRow(record, event, row, boundary) for row in rows])
+            result.applied.append(AppliedEvent(record, event, rows, boundary))
+            result.rows += len(rows)
             _advance(result.meta, event, record)
             if watermark is None or event.ts > watermark:
                 watermark = event.ts

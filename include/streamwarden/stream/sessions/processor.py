@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from streamwarden.session_handler import SessionHandler, load_handler
+from streamwarden.session_handler import OutputRow, SessionHandler, load_handler
 from streamwarden.stream.sessions.engine import RawRecord, SessionMeta, SessionPolicy, SessionResult, process_session
 from streamwarden.stream.sessions.packing import (
     INPUT_COLUMNS,
@@ -111,7 +112,7 @@ class SessionProcessor(StatefulProcessor):
                                                                   self.handler.encode_state(result.state))
             result.state = None  # stored above: only its rows wait for the output
             pending.append(result)
-            pending_rows += len(result.rows) + len(result.dead)
+            pending_rows += result.rows + len(result.dead)
             if pending_rows >= OUTPUT_CHUNK_ROWS:
                 yield self._packed(pending)
                 pending, pending_rows = [], 0
@@ -133,19 +134,30 @@ class SessionProcessor(StatefulProcessor):
                                policy=self.config.policy)
 
     def _rows(self, results: list[SessionResult]) -> pa.RecordBatch:
-        """The applied rows of the bucket's sessions, column by column (``session_rows``' schema)."""
-        applied = [row for result in results for row in result.rows]
+        """The applied rows of the bucket's sessions, column by column (``session_rows``' schema): the event's
+        columns built once per event and repeated for each of its rows, the handler's from its rows' dicts."""
+        applied = [event for result in results for event in result.applied]
         events = [a.event for a in applied]
         records = [a.record for a in applied]
-        rows = [a.row for a in applied]
-        columns: list[list[Any]] = [
+        per_event: list[list[Any]] = [
             [r.topic for r in records], [r.partition for r in records], [r.offset for r in records],
             [e.session_id for e in events], [e.seq for e in events], [e.ts for e in events],
             [a.boundary for a in applied],  # a StrEnum is a str to Arrow
-            [a.restart_request for a in applied],
-            *([row.get(name) for row in rows] for name in self.handler_columns)]
-        return pa.RecordBatch.from_arrays([_array(column, field.type) for column, field in
-                                           zip(columns, self.rows_schema, strict=True)], schema=self.rows_schema)
+            [a.restart_request for a in applied]]
+        repeat = pa.array(np.repeat(np.arange(len(applied)), [len(a.rows) for a in applied]), pa.int64())
+        framework = list(self.rows_schema)[:len(per_event)]  # the handler's columns follow
+        columns = [_array(column, field.type).take(repeat) for column, field in zip(per_event, framework, strict=True)]
+        columns += self._handler_columns([row for a in applied for row in a.rows])
+        return pa.RecordBatch.from_arrays(columns, schema=self.rows_schema)
+
+    def _handler_columns(self, rows: list[OutputRow]) -> list[pa.Array]:
+        """The handler's columns of ``rows``: converted as one struct array in a single pass over the dicts, but
+        for timestamp columns, which a handler may give as ISO-8601 strings (:func:`_array`)."""
+        handler_fields = [self.rows_schema.field(name) for name in self.handler_columns]
+        plain = [f for f in handler_fields if not pa.types.is_timestamp(f.type)]
+        converted = dict(zip([f.name for f in plain], pa.array(rows, pa.struct(plain)).flatten(), strict=True))
+        return [converted[f.name] if f.name in converted else _array([row.get(f.name) for row in rows], f.type)
+                for f in handler_fields]
 
     def _dead(self, results: list[SessionResult]) -> pa.RecordBatch:
         """The dead letters of the bucket's sessions (``quarantine``'s schema)."""

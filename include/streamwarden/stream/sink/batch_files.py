@@ -31,7 +31,7 @@ in one job, without caching it:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -54,19 +54,35 @@ WRITTEN_SCHEMA = StructType([StructField("kind", StringType()), StructField("pat
 declared (null path)."""
 
 
+def _dates(times: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``yyyy-MM-dd`` of each time, in its zone: the few distinct days formatted once, then looked up (a
+    tenth of ``strftime``'s time per row)."""
+    days = pc.dictionary_encode(times.cast(pa.date32()))
+    return pa.chunked_array([chunk.dictionary.cast(pa.string()).take(chunk.indices) for chunk in days.chunks],
+                            pa.string())
+
+
+_HOURS = pa.array([f"{hour:02d}" for hour in range(24)], pa.string())
+
+
+def _hours(times: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``HH`` of each time, in its zone (looked up, as :func:`_dates`)."""
+    return _HOURS.take(pc.hour(times))
+
+
 @dataclass(frozen=True)
 class FolderColumn:
     """A column derived for folder partitioning: the topic, or a date/hour of the table's time column (UTC)."""
 
     name: str
     spark_format: str | None  # ``date_format`` pattern; None: the topic itself
-    arrow_format: str | None  # the same as ``strftime``
+    labels: Callable[[pa.ChunkedArray], pa.ChunkedArray] | None  # the same in Arrow, from the time column
 
 
 FOLDER_COLUMNS = {
     "topic": FolderColumn("source_topic", None, None),
-    "date": FolderColumn("event_date", "yyyy-MM-dd", "%Y-%m-%d"),
-    "hour": FolderColumn("event_hour", "HH", "%H"),
+    "date": FolderColumn("event_date", "yyyy-MM-dd", _dates),
+    "hour": FolderColumn("event_hour", "HH", _hours),
 }
 """Every table holds all three (distinct from the in-file columns, so every file keeps topic/partition/offset);
 ``output_partition_by`` chooses which become folders."""
@@ -92,10 +108,7 @@ def excluding(table: pa.Table, intervals: Sequence[TopicPartitionInterval]) -> p
 def with_folder_columns(table: pa.Table, time_column: str) -> pa.Table:
     """Step 3: ``table`` with the folder columns appended."""
     for column in FOLDER_COLUMNS.values():
-        if column.arrow_format is None:
-            values = table["topic"]
-        else:
-            values = pc.strftime(table[time_column], format=column.arrow_format)
+        values = table["topic"] if column.labels is None else column.labels(table[time_column])
         table = table.append_column(pa.field(column.name, pa.string()), values.cast(pa.string()))
     return table
 
