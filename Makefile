@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks bench-standby profile longrun soak
+.PHONY: run rehearse install-cluster test lint typecheck pytest install clean bench bench-watermarks bench-standby bench-stage profile longrun soak
 
 # uv installs the pinned stack in a third of pip's time (parallel downloads).
 $(STAMP): requirements.txt pyproject.toml
@@ -79,6 +79,10 @@ soak: $(STAMP)
 # minutes): make bench-standby BENCH_ARGS="--kills 20"
 bench-standby: $(STAMP)
 	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench.standby $(BENCH_ARGS)
+
+# The session stage's Python per record without Spark (seconds): make bench-stage BENCH_ARGS="--compare-ref HEAD~1"
+bench-stage: $(STAMP)
+	PYTHONPATH=bench $(BIN)/python -m streamwarden_bench.stage_cpu $(BENCH_ARGS)
 
 # Where the stream's CPU goes while it reads a backlog: py-spy on every Python process, Java Flight Recorder on the
 # driver JVM (results in bench/results/profile/; about 3 minutes).
