@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=3_000_000)
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of sampling after the first batch")
     parser.add_argument("--rate", type=int, default=67, help="py-spy samples per second per process")
+    parser.add_argument("--idle", action="store_true",
+                        help="sample waiting threads too (py-spy --idle): where the workers wait, not only where "
+                             "they compute")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=500_000)
     parser.add_argument("--trigger", default="3s")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")))
@@ -218,7 +221,8 @@ def _sample(job: StreamJob, out: Path, args: argparse.Namespace) -> dict[str, An
             path = out / f"{role.replace(' ', '-')}-{process.pid}.collapsed"
             spies.append((role, process.pid, path, subprocess.Popen(
                 [args.py_spy, "record", "--pid", str(process.pid), "--duration", str(int(args.seconds)),
-                 "--rate", str(args.rate), "--format", "raw", "--nonblocking", "--output", str(path)],
+                 "--rate", str(args.rate), "--format", "raw", "--nonblocking", "--output", str(path),
+                 *(["--idle"] if args.idle else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
     t0 = time.monotonic()
     for *_, spy in spies:
@@ -245,7 +249,8 @@ def _markdown(document: dict[str, Any], started: datetime, args: argparse.Namesp
     lines = [f"# Where the stream's CPU goes ({started:%Y-%m-%d %H:%M} UTC, {psutil.cpu_count()} cores)", "",
              f"Main workload's shape, {args.messages:,} messages, batches of up to {args.max_offsets_per_trigger:,} "
              f"records, trigger {args.trigger}; sampled for {document['wall_s']} s from the first committed batch "
-             f"(py-spy at {args.rate}/s on each Python process, Java Flight Recorder on the driver JVM).", "",
+             f"(py-spy at {args.rate}/s on each Python process" + (", waiting threads sampled too" if args.idle else "")
+             + ", Java Flight Recorder on the driver JVM).", "",
              "| process role | CPU s in the window | share |", "| --- | --- | --- |"]
     total = sum(document["cpu_s_by_role"].values()) or 1.0
     for role, seconds in document["cpu_s_by_role"].items():
