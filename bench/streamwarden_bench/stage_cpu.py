@@ -16,6 +16,7 @@ each code's ratio to the first).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -42,12 +43,12 @@ def measure(records: int, repeats: int) -> dict[str, float]:
 
     from streamwarden.local.producer import ProducerOptions, SessionSimulator
     from streamwarden.session_handler import load_handler
+    from streamwarden.stream import worker_gc
     from streamwarden.stream.sessions.engine import SessionPolicy
     from streamwarden.stream.sessions.packing import SESSION_KEY
     from streamwarden.stream.sessions.processor import SessionJobConfig, SessionProcessor, _records_by_session
     from streamwarden.stream.sessions.tables import session_rows_schema
     from streamwarden.stream.sink.batch_files import folder_runs, with_folder_columns
-    from streamwarden.stream.worker_gc import spread_collections
     from streamwarden.wire import DEMO_SCHEMA, encode
 
     options = ProducerOptions(prefix="stage", sites=3, partitions=4, sessions_per_site=66, rows_per_snapshot=100,
@@ -73,14 +74,17 @@ def measure(records: int, repeats: int) -> dict[str, float]:
     columns = processor.handler.output_columns(DEMO_SCHEMA)
     processor.handler_columns = [name for name, _ in columns]
     processor.rows_schema = to_arrow_schema(session_rows_schema(columns), timezone="UTC")
-    spread_collections()
+    worker_gc.spread_collections()
+    # the operator runs a bucket (split, sessions, rows) with the collector paused, where the code does
+    paused = getattr(worker_gc, "collections_paused", contextlib.nullcontext)
 
     def one_pass() -> dict[str, float]:
         seconds: dict[str, float] = {}
-        by_session = _timed(seconds, "split", lambda: _records_by_session(table))
-        results = _timed(seconds, "sessions",
-                         lambda: [processor._session(s, found, None) for s, found in by_session.items()])
-        rows = _timed(seconds, "rows", lambda: pa.Table.from_batches([processor._rows(results)]))
+        with paused():
+            by_session = _timed(seconds, "split", lambda: _records_by_session(table))
+            results = _timed(seconds, "sessions",
+                             lambda: [processor._session(s, found, None) for s, found in by_session.items()])
+            rows = _timed(seconds, "rows", lambda: pa.Table.from_batches([processor._rows(results)]))
         foldered = _timed(seconds, "folders", lambda: with_folder_columns(rows, "event_ts"))
         _timed(seconds, "folder_runs", lambda: list(folder_runs(foldered, ("source_topic", "event_date"))))
         return {step: seconds[step] / records * 1e6 for step in STEPS}

@@ -38,7 +38,7 @@ from streamwarden.stream.sessions.packing import (
 )
 from streamwarden.stream.sessions.session_store import Stored, open_store
 from streamwarden.stream.sessions.tables import KIND_DEAD, KIND_ROW, quarantine_schema, session_rows_schema
-from streamwarden.stream.worker_gc import spread_collections
+from streamwarden.stream.worker_gc import collections_paused, spread_collections
 from streamwarden.wire import TableSchema
 
 
@@ -98,6 +98,11 @@ class SessionProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame] | Iterator[Any],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
+        with collections_paused():  # a bucket's records, events and rows hold no cycles (worker_gc)
+            yield from self._bucket(rows, timerValues)
+
+    def _bucket(self, rows: Iterator[pd.DataFrame] | Iterator[Any], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
+        """One bucket's records of this batch: sessions run, states stored, output in chunks."""
         payloads = [payload for frame in rows for payload in frame[PACKED_RECORDS].tolist()]
         by_session = _records_by_session(unpack_records(payloads))
         now_ms = timerValues.getCurrentProcessingTimeInMs()
