@@ -33,6 +33,9 @@ from .source import REPO, checkout, state
 
 RESULTS = REPO / "bench" / "results" / "stage-cpu"
 STEPS = ("split", "sessions", "rows", "folders", "folder_runs")
+"""Unpack a bucket's payloads and split its records by session; run the engine; the output rows; their folder
+columns; their split by folder."""
+PAYLOAD_RECORDS = 12_500
 
 
 def measure(records: int, repeats: int) -> dict[str, float]:
@@ -44,8 +47,10 @@ def measure(records: int, repeats: int) -> dict[str, float]:
     from streamwarden.local.producer import ProducerOptions, SessionSimulator
     from streamwarden.session_handler import load_handler
     from streamwarden.stream import worker_gc
+    from streamwarden.stream.ipc import to_ipc
+    from streamwarden.stream.sessions import packing
     from streamwarden.stream.sessions.engine import SessionPolicy
-    from streamwarden.stream.sessions.packing import SESSION_KEY
+    from streamwarden.stream.sessions.packing import SESSION_KEY, unpack_records
     from streamwarden.stream.sessions.processor import SessionJobConfig, SessionProcessor, _records_by_session
     from streamwarden.stream.sessions.tables import session_rows_schema
     from streamwarden.stream.sink.batch_files import folder_runs, with_folder_columns
@@ -66,6 +71,14 @@ def measure(records: int, repeats: int) -> dict[str, float]:
                       "value": pa.array(values, pa.binary()),
                       "timestamp": pa.array([start] * records, pa.timestamp("us", tz="UTC")),
                       SESSION_KEY: [key.decode() for key in keys]})
+    # the operator's input: a bucket's records in several payloads, arrived out of order after the shuffle
+    payloads = [to_ipc(table.slice(start, PAYLOAD_RECORDS)) for start in range(0, records, PAYLOAD_RECORDS)][::-1]
+    order = getattr(packing, "kafka_order", None)  # before it, ``unpack_records`` sorted them itself
+
+    def split() -> Any:
+        unpacked = unpack_records(payloads)
+        return _records_by_session(unpacked) if order is None else _records_by_session(unpacked, order(unpacked))
+
     config = SessionJobConfig("streamwarden.stream.sessions.table_handler:TableReconstruction",
                               dict(DEMO_SCHEMA.to_dict()), SessionPolicy(), 60_000)
     processor = SessionProcessor(config)  # ``init`` would open the state store: set what the steps use
@@ -81,7 +94,7 @@ def measure(records: int, repeats: int) -> dict[str, float]:
     def one_pass() -> dict[str, float]:
         seconds: dict[str, float] = {}
         with paused():
-            by_session = _timed(seconds, "split", lambda: _records_by_session(table))
+            by_session = _timed(seconds, "split", split)
             results = _timed(seconds, "sessions",
                              lambda: [processor._session(s, found, None) for s, found in by_session.items()])
             rows = _timed(seconds, "rows", lambda: pa.Table.from_batches([processor._rows(results)]))

@@ -163,6 +163,8 @@ def process_session(
     """Apply ``records`` (sorted by topic, partition, offset) to one session."""
     result = SessionResult(meta, state)
     decode = decoder_for(schema, policy.max_message_bytes)
+    applied, dead, on_event = result.applied, result.dead, handler.on_event  # looked up once: a call per record
+    rows_out, released = 0, False
     # the session's event-time watermark, kept parsed while the batch runs and stored as text once, at the end
     watermark = None if meta.max_event_time is None else datetime.fromisoformat(meta.max_event_time)
     for record in records:
@@ -172,25 +174,26 @@ def process_session(
             if policy.malformed == "fail":
                 raise MalformedDataError(str(error), topic=record.topic, partition=record.partition,
                                          offset=record.offset, details={"kind": error.kind.value}) from None
-            result.dead.append(DeadLetter(record, error.kind.value.upper(), str(error)))
+            dead.append(DeadLetter(record, error.kind.value.upper(), str(error)))
             continue
-        refusal = _refusal(result.meta, watermark, event, record, policy)
+        refusal = _refusal(meta, watermark, event, record, policy)
         if refusal is not None:
-            result.dead.append(DeadLetter(record, *refusal))
+            dead.append(DeadLetter(record, *refusal))
         else:
-            boundary = _boundary(result.meta, event)
-            result.state, rows = handler.on_event(result.state, event)
-            result.applied.append(AppliedEvent(record, event, rows, boundary))
-            result.rows += len(rows)
-            _advance(result.meta, event, record)
+            boundary = _boundary(meta, event)
+            state, rows = on_event(state, event)
+            applied.append(AppliedEvent(record, event, rows, boundary))
+            rows_out += len(rows)
+            _advance(meta, event, record)
             if watermark is None or event.ts > watermark:
                 watermark = event.ts
         if isinstance(event, EndEvent):
-            result.meta, result.state, result.released = SessionMeta(), handler.initial_state(), True
+            meta, state, released = SessionMeta(), handler.initial_state(), True
             watermark = None
         elif refusal is None:
-            result.released = False
-    result.meta.max_event_time = None if watermark is None else watermark.isoformat()
+            released = False
+    meta.max_event_time = None if watermark is None else watermark.isoformat()
+    result.meta, result.state, result.rows, result.released = meta, state, rows_out, released
     return result
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from streamwarden.stream.sessions.packing import (
     INPUT_COLUMNS,
     PACKED_RECORDS,
     SESSION_KEY,
+    kafka_order,
     pack_rows,
     unpack_records,
 )
@@ -61,13 +63,15 @@ that a worker holds one chunk's rows at a time, not the bucket's (a batch of 10-
 yields ~60k rows per bucket; docs/tuning.md)."""
 
 
-def _records_by_session(records: pa.Table) -> dict[str, list[RawRecord]]:
-    """The bucket's records (in Kafka order), split by session id, each list in that order."""
+def _records_by_session(records: pa.Table, order: np.ndarray) -> dict[str, list[RawRecord]]:
+    """The bucket's records split by session id, each list in ``order`` (Kafka's, :func:`.packing.kafka_order`)."""
     sessions: dict[str, list[RawRecord]] = {}
     columns = [records.column(name).to_pylist() for name in (SESSION_KEY, *INPUT_COLUMNS[:-1])]
     # naive UTC datetimes through numpy: pyarrow's own conversion to zoned ones costs ~10x more per record
     columns.append(records.column(INPUT_COLUMNS[-1]).to_numpy().astype(object).tolist())
-    for session, topic, partition, offset, key, value, ts in zip(*columns, strict=True):
+    positions = order.tolist()
+    in_order = itemgetter(*positions) if len(positions) > 1 else lambda values: [values[i] for i in positions]
+    for session, topic, partition, offset, key, value, ts in zip(*map(in_order, columns), strict=True):
         sessions.setdefault(session, []).append(RawRecord(topic, partition, offset, key, value, ts))
     return sessions
 
@@ -104,7 +108,8 @@ class SessionProcessor(StatefulProcessor):
     def _bucket(self, rows: Iterator[pd.DataFrame] | Iterator[Any], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         """One bucket's records of this batch: sessions run, states stored, output in chunks."""
         payloads = [payload for frame in rows for payload in frame[PACKED_RECORDS].tolist()]
-        by_session = _records_by_session(unpack_records(payloads))
+        records = unpack_records(payloads)
+        by_session = _records_by_session(records, kafka_order(records))
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         stored = self.store.read(list(by_session), now_ms)
         changes: dict[str, Stored | None] = {}

@@ -51,7 +51,8 @@ class TableReconstruction:
             state.pop(event.row_id, None)
             return state, [{"op": "delete", "row_id": event.row_id}]
         row = state.setdefault(event.row_id, {})
-        row.update(_present(event.values))
+        values = event.values
+        row.update(values if None not in values.values() else _present(values))
         return state, [{"op": "upsert", "row_id": event.row_id, **row}]
 
     def encode_state(self, state: SessionTable) -> bytes:
