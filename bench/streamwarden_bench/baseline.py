@@ -34,7 +34,8 @@ def consume_ranges(bootstrap: str, starts: Offsets, ends: Offsets, batch: int = 
     """Messages of ``[starts, ends)`` per partition (start 0 when absent), in fetch order, in lists."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": False,
-                         "fetch.max.bytes": 64 * 2**20, "max.partition.fetch.bytes": 16 * 2**20})
+                         "fetch.max.bytes": 64 * 2**20, "max.partition.fetch.bytes": 16 * 2**20,
+                         "fetch.queue.backoff.ms": 5})  # as the job's reader (range_reader.FETCH_QUEUE_BACKOFF_MS)
     pending = {(t, p): end for t, parts in ends.items() for p, end in parts.items()
                if end > starts.get(t, {}).get(p, 0)}
     consumer.assign([TopicPartition(t, p, starts.get(t, {}).get(p, 0)) for t, p in pending])
